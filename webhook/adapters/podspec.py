@@ -1,0 +1,280 @@
+"""Pod specs and pod templates → effective requests and placement constraints.
+
+Shared by every workload adapter (templates) and by the cluster adapter (real Pods).
+Rules mirror Kubernetes (FIELD-NOTES §1):
+
+* effective request per resource = max(Σ regular containers + Σ sidecars,
+  max over init containers i of (req_i + Σ sidecars declared before i)) + spec.overhead,
+  as ``PodRequests`` in k8s.io/component-helpers/resource/helpers.go computes it;
+  pod-level ``spec.resources.requests`` (cpu, memory, hugepages) override the container sum;
+* a container's limits stand in for missing requests (the API server's defaulting at Pod
+  creation; templates have not been through it yet).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..engine.model import (
+    HostPort,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodSet,
+    Toleration,
+    frozen_map,
+)
+from ..engine.quantity import QuantityError, parse_quantity
+from .errors import AdapterError
+
+__all__ = [
+    "get_path",
+    "as_int",
+    "container_requests",
+    "effective_requests",
+    "pod_set_from_template",
+    "pod_spec_constraints",
+    "resource_map",
+]
+
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def get_path(obj: Any, path: str, default: Any = None) -> Any:
+    """``obj["a"]["b"]`` for ``path == "a.b"``; ``default`` when any step is missing or null."""
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or cur.get(part) is None:
+            return default
+        cur = cur[part]
+    return cur
+
+
+def _mapping(value: Any, field: str) -> Mapping:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AdapterError(f"expected a mapping, got {type(value).__name__}", field=field)
+    return value
+
+
+def _list(value: Any, field: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AdapterError(f"expected a list, got {type(value).__name__}", field=field)
+    return value
+
+
+def as_int(value: Any, field: str, *, default: int | None = None, minimum: int = 0) -> int:
+    """A non-negative integer field (replicas, parallelism, minAvailable…).
+
+    Raises:
+        AdapterError: missing without a default, not an integer, or below ``minimum``.
+    """
+    if value is None:
+        if default is None:
+            raise AdapterError("expected an integer, the field is missing", field=field)
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        else:
+            raise AdapterError(f"expected an integer ≥ {minimum}, got {value!r}", field=field)
+    if value < minimum:
+        raise AdapterError(f"expected an integer ≥ {minimum}, got {value}", field=field)
+    return value
+
+
+def resource_map(value: Any, field: str) -> dict[str, int]:
+    """Parse ``{name: quantity}`` into scheduler units.
+
+    Raises:
+        AdapterError: not a mapping, or a value that is not a quantity.
+    """
+    out: dict[str, int] = {}
+    for name, q in _mapping(value, field).items():
+        try:
+            out[str(name)] = parse_quantity(str(name), q)
+        except QuantityError as exc:
+            raise AdapterError(str(exc).split(": ", 1)[-1], field=f"{field}.{name}") from None
+    return out
+
+
+def container_requests(container: Mapping, field: str) -> dict[str, int]:
+    """A container's requests, limits filling in missing requests (Pod defaulting)."""
+    res = _mapping(container.get("resources"), f"{field}.resources")
+    reqs = resource_map(res.get("requests"), f"{field}.resources.requests")
+    for name, v in resource_map(res.get("limits"), f"{field}.resources.limits").items():
+        reqs.setdefault(name, v)
+    return reqs
+
+
+def _max_into(acc: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        if v > acc.get(k, 0):
+            acc[k] = v
+
+
+def _add_into(acc: dict[str, int], other: Mapping[str, int]) -> None:
+    for k, v in other.items():
+        acc[k] = acc.get(k, 0) + v
+
+
+def effective_requests(spec: Mapping, field: str = "spec") -> dict[str, int]:
+    """The pod's effective request per resource (scheduler units); zero entries dropped.
+
+    Args:
+        spec: a PodSpec as a dict (a Pod's ``spec`` or a template's ``spec``).
+        field: the path of ``spec`` in the object, for error messages.
+
+    Raises:
+        AdapterError: a container or quantity that cannot be read.
+    """
+    spec = _mapping(spec, field)
+    regular: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("containers"), f"{field}.containers")):
+        _add_into(regular, container_requests(_mapping(c, f"{field}.containers[{i}]"), f"{field}.containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{field}.initContainers")):
+        cf = f"{field}.initContainers[{i}]"
+        c = _mapping(c, cf)
+        reqs = container_requests(c, cf)
+        if c.get("restartPolicy") == "Always":  # a sidecar: runs beside everything after it
+            _add_into(sidecars, reqs)
+            _max_into(init_peak, sidecars)
+        else:
+            step = dict(sidecars)
+            _add_into(step, reqs)
+            _max_into(init_peak, step)
+    total = dict(regular)
+    _add_into(total, sidecars)
+    pod_level = resource_map(get_path(spec, "resources.requests"), f"{field}.resources.requests")
+    for name in POD_LEVEL_RESOURCES:
+        if name in pod_level:
+            total[name] = pod_level[name]
+    _max_into(total, init_peak)
+    _add_into(total, resource_map(spec.get("overhead"), f"{field}.overhead"))
+    return {k: v for k, v in total.items() if v > 0}
+
+
+def _requirements(items: Any, field: str) -> tuple[NodeSelectorRequirement, ...]:
+    out = []
+    for j, e in enumerate(_list(items, field)):
+        e = _mapping(e, f"{field}[{j}]")
+        key, op = e.get("key"), e.get("operator")
+        if not isinstance(key, str) or op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+            raise AdapterError(
+                "expected key and operator In|NotIn|Exists|DoesNotExist|Gt|Lt", field=f"{field}[{j}]"
+            )
+        out.append(NodeSelectorRequirement(key, op, tuple(str(v) for v in _list(e.get("values"), f"{field}[{j}].values"))))
+    return tuple(out)
+
+
+def _self_anti_affinity(spec: Mapping, labels: Mapping[str, str], field: str) -> bool:
+    """True when required pod anti-affinity on the hostname matches the pod's own labels."""
+    terms = get_path(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    for k, term in enumerate(_list(terms, f"{field}.affinity.podAntiAffinity.required…")):
+        if not isinstance(term, Mapping) or term.get("topologyKey") != HOSTNAME:
+            continue
+        sel = term.get("labelSelector") or {}
+        match = sel.get("matchLabels") or {}
+        if match and all(labels.get(a) == b for a, b in match.items()):
+            exprs = sel.get("matchExpressions") or []
+            if all(
+                NodeSelectorRequirement(e.get("key", ""), e.get("operator", ""), tuple(e.get("values") or ())).matches(labels)
+                for e in exprs
+                if isinstance(e, Mapping)
+            ):
+                return True
+        elif not match and sel.get("matchExpressions"):
+            exprs = sel["matchExpressions"]
+            if all(
+                isinstance(e, Mapping)
+                and NodeSelectorRequirement(e.get("key", ""), e.get("operator", ""), tuple(e.get("values") or ())).matches(labels)
+                for e in exprs
+            ):
+                return True
+    return False
+
+
+def pod_spec_constraints(spec: Mapping, labels: Mapping[str, str] | None = None, field: str = "spec") -> dict:
+    """Placement constraints of a PodSpec: node_selector, required_affinity, tolerations,
+    node_name, host_ports, max_per_node (keyword arguments for ``PodSet``).
+
+    Raises:
+        AdapterError: a malformed selector, affinity term or toleration.
+    """
+    spec = _mapping(spec, field)
+    labels = labels or {}
+    selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), f"{field}.nodeSelector").items()}
+    terms = []
+    tpath = f"{field}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    for i, t in enumerate(_list(get_path(spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"), tpath)):
+        t = _mapping(t, f"{tpath}[{i}]")
+        terms.append(
+            NodeSelectorTerm(
+                _requirements(t.get("matchExpressions"), f"{tpath}[{i}].matchExpressions"),
+                _requirements(t.get("matchFields"), f"{tpath}[{i}].matchFields"),
+            )
+        )
+    tols = []
+    for i, t in enumerate(_list(spec.get("tolerations"), f"{field}.tolerations")):
+        t = _mapping(t, f"{field}.tolerations[{i}]")
+        op = t.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise AdapterError(f"expected operator Equal or Exists, got {op!r}", field=f"{field}.tolerations[{i}]")
+        tols.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
+    ports = []
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(_list(spec.get(group), f"{field}.{group}")):
+            if not isinstance(c, Mapping):
+                continue
+            for p in _list(c.get("ports"), f"{field}.{group}[{i}].ports"):
+                if isinstance(p, Mapping) and p.get("hostPort"):
+                    ports.append(HostPort(int(p["hostPort"]), str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "")))
+    max_per_node = 1 if (ports or _self_anti_affinity(spec, labels, field)) else None
+    return {
+        "node_selector": frozen_map(selector),
+        "required_affinity": tuple(terms),
+        "tolerations": tuple(tols),
+        "node_name": str(spec.get("nodeName") or ""),
+        "host_ports": tuple(ports),
+        "max_per_node": max_per_node,
+    }
+
+
+def pod_set_from_template(name: str, template: Any, count: int, replicas: int | None = None, field: str = "template") -> PodSet:
+    """Build a ``PodSet`` from a PodTemplateSpec dict (``{metadata, spec}``).
+
+    Args:
+        name: the role name (e.g. "Worker", "main").
+        template: the PodTemplateSpec.
+        count: pods of this role that must start together.
+        replicas: pods of this role that will exist (default ``count``).
+        field: path of the template in the object, for error messages.
+
+    Raises:
+        AdapterError: missing ``spec``/``containers``, or malformed requests or constraints.
+    """
+    template = _mapping(template, field)
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        raise AdapterError("expected a pod template with a spec", field=f"{field}.spec")
+    if not _list(spec.get("containers"), f"{field}.spec.containers"):
+        raise AdapterError("expected at least one container", field=f"{field}.spec.containers")
+    meta = _mapping(template.get("metadata"), f"{field}.metadata")
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), f"{field}.metadata.labels").items()}
+    annotations = _mapping(meta.get("annotations"), f"{field}.metadata.annotations")
+    return PodSet(
+        name=name,
+        count=count,
+        replicas=replicas,
+        requests=frozen_map(effective_requests(spec, f"{field}.spec")),
+        required_topology=annotations.get(TOPOLOGY_REQUIRED),
+        preferred_topology=annotations.get(TOPOLOGY_PREFERRED),
+        **pod_spec_constraints(spec, labels, f"{field}.spec"),
+    )

@@ -1,0 +1,547 @@
+"""evaluate(snapshot, gang) → Decision: quota, then whole-node capacity ever and now.
+
+The verdict contract (DESIGN.md):
+  * NeverFits only with a proof: a quota maximum exceeded, or a sound capacity bound on the
+    *repaired, empty* cluster (per pod set: Σ over eligible nodes of pods that fit one empty
+    node < pods needed; for the gang: Σ requests > Σ capacity of nodes any pod set may use).
+  * Fits only with a concrete placement on today's free resources (``fit.place``).
+  * Waits otherwise, with the findings that explain why (and PlacementUnproven when neither
+    a proof nor a placement was found).
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from typing import Any
+
+import numpy as np
+
+from .decision import FITS, NEVER_FITS, WAITS, Decision
+from .filters import R_PORTS, Constraints, FilterResult, filter_nodes
+from .fit import Demand, Shape, pods_per_node, place, resource_reasons, shape_of
+from .model import Finding, GangRequest, PodSet, ResourceFlavor
+from .quantity import format_quantity
+from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
+from .snapshot import ClusterSnapshot
+
+__all__ = ["EngineOptions", "evaluate", "DEFAULT_GPU_RESOURCES"]
+
+DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+SAMPLES = 3
+
+# Order in which findings are told (most important first).
+_ORDER = [
+    "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "ExceedsClusterCapacity",
+    "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
+    "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
+    "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "DevicePluginDown", "NodesNotReady", "NodesCordoned",
+    "NodesTransientlyTainted", "MigReconfiguring", "PlacementUnproven",
+]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Policy knobs the engine needs (the pydantic Policy converts to this).
+
+    ``gpu_resources``: names or fnmatch patterns of accelerator resources (for fragmentation
+    and messages). ``transient_taints``: taint keys treated as repairable (never NeverFits).
+    """
+
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+    transient_taints: frozenset[str] = field(default_factory=frozenset)
+
+    def is_gpu(self, resource: str) -> bool:
+        return any(fnmatch(resource, p) for p in self.gpu_resources)
+
+
+@dataclass
+class _PodSetEval:
+    ps: PodSet
+    shape: Shape
+    ever_mask: np.ndarray
+    now_filter: FilterResult
+    now_mask: np.ndarray
+    k_ever: np.ndarray
+    k_now: np.ndarray
+    port_blocked: np.ndarray | None = None
+
+
+def _fmt_req(requests, options: EngineOptions) -> str:
+    parts = []
+    for r, v in sorted(requests.items(), key=lambda kv: (not options.is_gpu(kv[0]), kv[0])):
+        if v:
+            parts.append(f"{format_quantity(r, v)} {r}")
+    return ", ".join(parts) or "no resources"
+
+
+def _main_gpu(ps: PodSet, options: EngineOptions) -> str | None:
+    for r, v in ps.requests.items():
+        if v and options.is_gpu(r):
+            return r
+    return None
+
+
+def _primary(pod_sets: list[PodSet], options: EngineOptions) -> PodSet:
+    def key(ps: PodSet):
+        g = _main_gpu(ps, options)
+        return (ps.requests.get(g, 0) if g else 0, ps.count, ps.requests.get("cpu", 0))
+
+    return max(pod_sets, key=key)
+
+
+def _constraints(ps: PodSet, flavors: list[ResourceFlavor] | None) -> list[Constraints]:
+    if not flavors:
+        return [Constraints(ps)]
+    return [Constraints(ps, f.node_labels, f.tolerations) for f in flavors]
+
+
+def _used_ports(snap: ClusterSnapshot, ps: PodSet) -> np.ndarray:
+    wanted = {(p.port, p.protocol) for p in ps.host_ports}
+    blocked = np.zeros(len(snap.nodes), dtype=bool)
+    for node, pods in snap.pods_by_node.items():
+        for p in pods:
+            if any((hp.port, hp.protocol) in wanted for hp in p.host_ports):
+                blocked[snap.node_index[node]] = True
+                break
+    return blocked
+
+
+def _evaluate_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, options) -> _PodSetEval:
+    cons = _constraints(ps, flavors)
+    ever_mask = np.zeros(len(snap.nodes), dtype=bool)
+    for c in cons:
+        ever_mask |= filter_nodes(snap, c, ever=True, transient=options.transient_taints).mask
+    # The "now" view follows the flavor Kueue would assign now (else the first candidate).
+    now_c = cons[0]
+    if now_flavor is not None and flavors:
+        now_c = next((c for c, f in zip(cons, flavors) if f.name == now_flavor), cons[0])
+    now_filter = filter_nodes(snap, now_c, ever=False)
+    now_mask = now_filter.mask.copy()
+    if len(cons) > 1 and now_flavor is None:
+        for c in cons[1:]:
+            now_mask |= filter_nodes(snap, c, ever=False).mask
+    shape = shape_of(snap, ps.requests)
+    k_ever = np.where(ever_mask, pods_per_node(snap.ever_alloc, shape, ps.max_per_node), 0)
+    port_blocked = _used_ports(snap, ps) if ps.host_ports else None
+    if port_blocked is not None:
+        now_mask = now_mask & ~port_blocked
+    k_now = np.where(now_mask, pods_per_node(snap.free, shape, ps.max_per_node), 0)
+    return _PodSetEval(ps, shape, ever_mask, now_filter, now_mask, k_ever, k_now, port_blocked)
+
+
+def _samples(snap: ClusterSnapshot, idx: np.ndarray) -> list[str]:
+    return [snap.nodes[int(i)].name for i in idx[:SAMPLES]]
+
+
+def _node_report(snap: ClusterSnapshot, ev: _PodSetEval) -> dict[str, Any]:
+    hist = ev.now_filter.histogram(snap)
+    samples: dict[str, list[str]] = {}
+    filt = ev.now_filter
+    failed = ~filt.mask
+    if failed.any():
+        for i in np.flatnonzero(failed):
+            r = filt.node_reason(snap, int(i))
+            if r is not None and len(samples.setdefault(r, [])) < SAMPLES:
+                samples[r].append(snap.nodes[int(i)].name)
+            if len(samples) == len(hist) and all(len(v) >= min(SAMPLES, hist[k]) for k, v in samples.items()):
+                break
+    passing = filt.mask.copy()
+    if ev.port_blocked is not None:
+        blocked = passing & ev.port_blocked
+        if blocked.any():
+            hist[R_PORTS] = int(blocked.sum())
+            samples[R_PORTS] = _samples(snap, np.flatnonzero(blocked))
+        passing &= ~ev.port_blocked
+    res_hist = resource_reasons(snap, snap.free, ev.shape, passing)
+    for reason, n in res_hist.items():
+        hist[reason] = hist.get(reason, 0) + n
+        if reason.startswith("Insufficient "):
+            name = reason[len("Insufficient "):]
+            c = snap.col.get(name)
+            idx = np.flatnonzero(passing & (snap.free[:, c] < ev.ps.requests.get(name, 0))) if c is not None else np.flatnonzero(passing)
+        else:
+            idx = np.flatnonzero(passing & (snap.free[:, snap.col["pods"]] < 1))
+        samples[reason] = _samples(snap, idx)
+    fit_now = int(np.count_nonzero(ev.k_now))
+    total = len(snap.nodes)
+    parts = sorted(f"{n} {r}" for r, n in hist.items())
+    summary = f"{fit_now}/{total} nodes are available" + (": " + ", ".join(parts) if parts else "") + "."
+    return {
+        "pod_set": ev.ps.name,
+        "total": total,
+        "eligible": int(np.count_nonzero(ev.now_mask)),
+        "eligible_ever": int(np.count_nonzero(ev.ever_mask)),
+        "fit_now": fit_now,
+        "fit_ever": int(np.count_nonzero(ev.k_ever)),
+        "pods_placeable_now": int(ev.k_now.sum()),
+        "pods_placeable_ever": int(ev.k_ever.sum()),
+        "reasons": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "samples": samples,
+        "summary": summary,
+    }
+
+
+def _same_shape_pods(gang_sets: list[PodSet], ps: PodSet) -> int:
+    """Pods of the gang with exactly ``ps``'s per-pod request (master + workers of one shape)."""
+    return sum(o.count for o in gang_sets if dict(o.requests) == dict(ps.requests))
+
+
+def _fragmentation(snap: ClusterSnapshot, ev: _PodSetEval, options: EngineOptions, needed: int) -> dict[str, Any] | None:
+    g = _main_gpu(ev.ps, options)
+    if g is None or g not in snap.col:
+        return None
+    c = snap.col[g]
+    free = np.maximum(snap.free[:, c], 0)
+    elig = ev.now_mask
+    free_total = int(free[elig].sum())
+    stranded = int(free[elig & (ev.k_now == 0)].sum())
+    placeable = int(ev.k_now.sum())
+    return {
+        "resource": g,
+        "per_pod": int(ev.ps.requests.get(g, 0)),
+        "free": free_total,
+        "stranded": stranded,
+        "ratio": round(stranded / free_total, 4) if free_total else 0.0,
+        "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
+        "pods_needed": needed,
+        "pods_placeable_now": placeable,
+        "deficit": max(0, needed - placeable),
+        "whole_nodes_free": int(np.count_nonzero(elig & (snap.used[:, snap.col["pods"]] == 0) & (free >= snap.alloc[:, c]) & (snap.alloc[:, c] > 0))),
+    }
+
+
+def _capacity_proofs(snap, gang, evals, options, findings) -> None:
+    """Add NeverFits findings that capacity bounds prove (per pod set, then gang totals)."""
+    mig_pending = any(n.labels.get(MIG_STATE_LABEL) in ("pending", "rebooting") for n in snap.nodes)
+    for ev in evals:
+        ps = ev.ps
+        if ps.count <= 0:
+            continue
+        sev = NEVER_FITS if ps.exact_shape else WAITS
+        if any(r.startswith("nvidia.com/mig-") for r in ps.requests) and mig_pending:
+            findings.append(Finding("MigReconfiguring", WAITS,
+                "a node's MIG layout is being reconfigured (nvidia.com/mig.config.state pending); MIG capacity may change"))
+            sev = WAITS
+        n_elig = int(np.count_nonzero(ev.ever_mask))
+        cap_ever = int(ev.k_ever.sum())
+        label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)})"
+        if n_elig == 0:
+            hist = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints).histogram(snap)
+            why = ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) or "no nodes"
+            findings.append(Finding("ExceedsClusterCapacity", sev,
+                f"{label}: no node could ever host it ({why})",
+                {"pod_set": ps.name, "eligible_nodes": 0, "pods_needed": ps.count, "pods_possible": 0}))
+            continue
+        if ev.shape.missing or cap_ever == 0:
+            missing = list(ev.shape.missing)
+            sub = snap.ever_alloc[ev.ever_mask]
+            for c, v, name in zip(ev.shape.cols, ev.shape.vals, ev.shape.names):
+                if name != "pods" and not (sub[:, c] > 0).any():
+                    missing.append(name)
+            if missing:
+                findings.append(Finding("ResourceNotOffered", sev,
+                    f"{label}: no eligible node advertises {' or '.join(missing)}",
+                    {"pod_set": ps.name, "resources": missing}))
+                continue
+            short = []
+            for c, v, name in zip(ev.shape.cols, ev.shape.vals, ev.shape.names):
+                largest = int(sub[:, c].max())
+                if largest < v:
+                    short.append((name, int(v), largest))
+            if short:
+                text = "; ".join(f"no node has ≥{format_quantity(r, v)} {r}, largest has {format_quantity(r, m)}" for r, v, m in short)
+            else:
+                text = "no single node offers " + " and ".join(f"{format_quantity(r, int(v))} {r}" for _, v, r in zip(ev.shape.cols, ev.shape.vals, ev.shape.names) if r != "pods") + " together"
+            findings.append(Finding("PodExceedsNodeCapacity", sev, f"{label}: {text}",
+                {"pod_set": ps.name, "short": [{"resource": r, "request": v, "largest": m} for r, v, m in short]}))
+            continue
+        if cap_ever < ps.count:
+            findings.append(Finding("ExceedsClusterCapacity", sev,
+                f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}",
+                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
+            continue
+        if ps.required_topology:
+            best = 0
+            domains: dict[str, int] = {}
+            for i in np.flatnonzero(ev.k_ever):
+                v = snap.nodes[int(i)].labels.get(ps.required_topology)
+                if v is not None:
+                    domains[v] = domains.get(v, 0) + int(ev.k_ever[i])
+            best = max(domains.values(), default=0)
+            if best < ps.count:
+                findings.append(Finding("TopologyPlacementFailed", sev,
+                    f"{label}: needs one {ps.required_topology} domain; the largest holds {best} such pods",
+                    {"pod_set": ps.name, "topology": ps.required_topology, "largest_domain_pods": best}))
+    if any(f.severity == NEVER_FITS for f in findings):
+        return
+    # Gang totals over the union of nodes any pod set may use.
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.ever_mask
+    total = gang.total_requests()
+    for r, v in total.items():
+        c = snap.col.get(r)
+        if c is None or v <= 0:
+            continue
+        have = int(snap.ever_alloc[union, c].sum())
+        if v > have:
+            findings.append(Finding("ExceedsClusterCapacity", NEVER_FITS,
+                f"the gang needs {format_quantity(r, v)} {r} in all; the nodes it may use have {format_quantity(r, have)} even when empty",
+                {"resource": r, "request": v, "capacity": have}))
+            return
+
+
+def _now_findings(snap, gang, evals, options, findings) -> None:
+    """Explain why a feasible gang cannot start now."""
+    union_now = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union_now |= ev.now_mask
+    gpu_need: dict[str, int] = {}
+    for ps in gang.pod_sets:
+        for r, v in ps.requests.items():
+            if options.is_gpu(r) and v:
+                gpu_need[r] = gpu_need.get(r, 0) + v * ps.count
+    explained = False
+    for r, need in gpu_need.items():
+        c = snap.col.get(r)
+        free = int(np.maximum(snap.free[union_now, c], 0).sum()) if c is not None else 0
+        main = _primary(list(gang.pod_sets), options)
+        ev = next(e for e in evals if e.ps is main)
+        if free >= need:
+            findings.append(Finding("Fragmented", WAITS,
+                f"fragmented: {free} {r} free on eligible nodes, but only {int(np.count_nonzero(ev.k_now))} node(s) can host a "
+                f"{format_quantity(r, main.requests.get(r, 0))}-{r} pod now; need {_same_shape_pods(list(gang.pod_sets), main)}",
+                {"resource": r, "free": free, "needed": need, "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
+                 "pods_needed": _same_shape_pods(list(gang.pod_sets), main)}))
+        else:
+            findings.append(Finding("InsufficientCapacity", WAITS,
+                f"needs {need} {r}; {free} free on eligible nodes now",
+                {"resource": r, "free": free, "needed": need}))
+        explained = True
+    if not explained:
+        findings.append(Finding("InsufficientCapacity", WAITS,
+            "not enough free resources on eligible nodes to place every pod of the gang now"))
+    # Nodes that could host pods once repaired.
+    could = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        could |= ev.k_ever > 0
+    names = lambda idx: [snap.nodes[int(i)].name for i in idx]
+    cordoned = [i for i in np.flatnonzero(could) if snap.nodes[int(i)].unschedulable]
+    not_ready = [i for i in np.flatnonzero(could) if snap.nodes[int(i)].ready is False]
+    dev_cols = [snap.col[r] for r in snap.resources if snap.device_cols[snap.col[r]]]
+    unhealthy = []
+    if dev_cols:
+        gap = (snap.ever_alloc[:, dev_cols] > snap.alloc[:, dev_cols]).any(axis=1)
+        unhealthy = list(np.flatnonzero(could & gap))
+    if unhealthy:
+        details = []
+        for i in unhealthy[:SAMPLES]:
+            n = snap.nodes[int(i)]
+            for r in snap.resources:
+                c = snap.col[r]
+                if snap.device_cols[c] and snap.ever_alloc[i, c] > snap.alloc[i, c]:
+                    details.append(f"{n.name} advertises {int(snap.alloc[i, c])} of {int(snap.ever_alloc[i, c])} {r}")
+        findings.append(Finding("UnhealthyDevices", WAITS,
+            f"{len(unhealthy)} node(s) with fewer healthy devices than installed: " + "; ".join(details)
+            + ("; check the device plugin" if details else ""),
+            {"nodes": names(unhealthy)}))
+    if not_ready:
+        findings.append(Finding("NodesNotReady", WAITS,
+            f"{len(not_ready)} NotReady node(s) could host pods once Ready: {', '.join(names(not_ready[:SAMPLES]))}",
+            {"nodes": names(not_ready)}))
+    if cordoned:
+        findings.append(Finding("NodesCordoned", WAITS,
+            f"{len(cordoned)} cordoned node(s) could host pods once uncordoned: {', '.join(names(cordoned[:SAMPLES]))}",
+            {"nodes": names(cordoned)}))
+    if options.transient_taints:
+        tainted = [i for i in np.flatnonzero(could) if any(t.key in options.transient_taints for t in snap.nodes[int(i)].taints)]
+        if tainted:
+            findings.append(Finding("NodesTransientlyTainted", WAITS,
+                f"{len(tainted)} node(s) carry a transient taint: {', '.join(names(tainted[:SAMPLES]))}",
+                {"nodes": names(tainted)}))
+
+
+def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions) -> QuotaResult | None:
+    if gang.queue_name:
+        if not (snap.kueue.cluster_queues or snap.kueue.local_queues):
+            q = QuotaResult("kueue", f"{gang.namespace}/{gang.queue_name}")
+            q.findings.append(Finding("KueueNotInSnapshot", "Info",
+                f"labelled for Kueue LocalQueue {gang.queue_name}, but the cluster data has no Kueue objects; quota not checked"))
+            return q
+        return evaluate_kueue(gang, snap.kueue)
+    if gang.volcano_queue is not None:
+        gpus = {}
+        for r in snap.resources:
+            if options.is_gpu(r):
+                gpus[r] = int(snap.alloc[:, snap.col[r]].sum())
+        return evaluate_volcano(gang, snap.volcano, gpus)
+    return None
+
+
+def _lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, findings: list[Finding]) -> None:
+    limits = q.report.get("limits") or {}
+    cq = snap.kueue.cluster_queues.get(q.report.get("cluster_queue", ""))
+    if cq is None:
+        return
+    for fname, per in limits.items():
+        flavor = snap.kueue.flavors.get(fname) or ResourceFlavor(fname)
+        # Only the flavor's labels narrow here: a taint on its nodes is the pod's business.
+        mask = np.fromiter(
+            (all(n.labels.get(k) == v for k, v in flavor.node_labels.items()) for n in snap.nodes),
+            dtype=bool, count=len(snap.nodes),
+        )
+        for r, lim in per.items():
+            if not options.is_gpu(r) or r not in snap.col:
+                continue
+            physical = int(snap.ever_alloc[mask, snap.col[r]].sum())
+            f = lint_quota_vs_capacity(cq, fname, r, lim["nominal"], physical)
+            if f:
+                findings.append(f)
+
+
+def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | None = None) -> Decision:
+    """Decide whether ``gang`` can start now, later, or never on ``snap``.
+
+    Args:
+        snap: the cluster (``ClusterSnapshot``), never modified.
+        gang: the gang (``GangRequest``) as an adapter built it.
+        options: policy knobs; defaults match the default policy.
+
+    Returns:
+        A ``Decision``. "Doesn't fit" is a Decision, never an exception.
+    """
+    options = options or EngineOptions()
+    findings: list[Finding] = list(gang.findings)
+    pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]
+
+    quota = _quota_step(snap, gang, options)
+    if quota is not None:
+        findings.extend(quota.findings)
+        _lint_quota(snap, quota, options, findings)
+    flavors_now = (quota.report.get("flavors") or {}) if quota else {}
+
+    evals = [
+        _evaluate_pod_set(snap, ps, (quota.candidate_flavors.get(ps.name) if quota else None), flavors_now.get(ps.name), options)
+        for ps in pod_sets
+    ]
+    placement: dict[str, Any] = {}
+    if evals:
+        _capacity_proofs(snap, gang, evals, options, findings)
+    never = any(f.severity == NEVER_FITS for f in findings)
+    placed_now = None
+    if evals and not never:
+        def demands(key: str) -> list[Demand]:
+            out = []
+            for i, ev in enumerate(evals):
+                g = _main_gpu(ev.ps, options)
+                weight = (ev.ps.requests.get(g, 0) if g else 0, ev.ps.requests.get("cpu", 0), ev.ps.requests.get("memory", 0), -i)
+                mask = ev.ever_mask if key == "ever" else ev.now_mask
+                out.append(Demand(str(i), ev.shape, ev.ps.count, mask, ev.ps.max_per_node, weight))
+            return out
+
+        ever_place = place(snap.ever_alloc, demands("ever"))
+        placed_now = place(snap.free, demands("now"))
+        topo = [ev.ps for ev in evals if ev.ps.required_topology]
+        if topo and placed_now is not None:
+            placed_now = _check_topology(snap, evals, placed_now)
+        if ever_place is None and placed_now is None:
+            findings.append(Finding("PlacementUnproven", WAITS,
+                "no proof that the gang can never fit, and no placement found on the empty cluster; admitted, placement unproven"))
+        chosen = placed_now if placed_now is not None else ever_place
+        if chosen is not None:
+            placement = {
+                "when": "now" if placed_now is not None else "ever",
+                "pod_sets": {evals[int(k)].ps.name: [[snap.nodes[n].name, c] for n, c in v] for k, v in chosen.items()},
+            }
+        if placed_now is None:
+            _now_findings(snap, gang, evals, options, findings)
+
+    waits = any(f.severity == WAITS for f in findings)
+    if never:
+        verdict = NEVER_FITS
+    elif waits or (evals and placed_now is None):
+        verdict = WAITS
+    else:
+        verdict = FITS
+
+    findings.sort(key=lambda f: (_ORDER.index(f.code) if f.code in _ORDER else len(_ORDER)))
+    reasons: list[str] = []
+    for f in findings:
+        if f.severity in (NEVER_FITS, WAITS) and f.code not in reasons:
+            reasons.append(f.code)
+    main = _primary(pod_sets, options) if pod_sets else None
+    main_ev = next((e for e in evals if e.ps is main), None)
+    nodes = _node_report(snap, main_ev) if main_ev else {"total": len(snap.nodes), "eligible": 0, "fit_now": 0, "fit_ever": 0, "reasons": {}, "summary": ""}
+    frag = _fragmentation(snap, main_ev, options, _same_shape_pods(pod_sets, main)) if main_ev else None
+    gang_info = {
+        "kind": gang.kind,
+        "api_version": gang.api_version,
+        "name": gang.name,
+        "namespace": gang.namespace,
+        "pods": gang.pods,
+        "queue": gang.queue_name or gang.volcano_queue,
+        "pod_sets": [
+            {"name": ps.name, "count": ps.count, "replicas": ps.total_replicas(), "requests": dict(ps.requests),
+             "requests_text": _fmt_req(ps.requests, options)}
+            for ps in gang.pod_sets
+        ],
+        "total_requests": gang.total_requests(),
+    }
+    message = _message(gang, verdict, findings, nodes, frag)
+    warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info") and verdict != NEVER_FITS]
+    return Decision(verdict, reasons, message, warnings, findings, gang_info, nodes,
+                    quota.report if quota else None, frag, placement)
+
+
+def _check_topology(snap, evals, placed):
+    """A now-placement for pod sets with a required topology must sit in one domain."""
+    for k, chosen in placed.items():
+        ps = evals[int(k)].ps
+        if ps.required_topology:
+            domains = {snap.nodes[n].labels.get(ps.required_topology) for n, _ in chosen}
+            if len(domains) != 1 or None in domains:
+                return None
+    return placed
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _message(gang: GangRequest, verdict: str, findings: list[Finding], nodes: dict, frag: dict | None) -> str:
+    who = f"{gang.kind} {gang.namespace}/{gang.name} ({gang.pods} pods)"
+    if verdict == NEVER_FITS:
+        f = next(f for f in findings if f.severity == NEVER_FITS)
+        return f"{who} can never start: {f.message}.{_hint(gang, f)}"
+    if verdict == FITS:
+        return f"{who} fits now: {nodes.get('fit_now', 0)} node(s) can take its main pod shape."
+    blocking = [f for f in findings if f.severity == WAITS]
+    head = blocking[0].message if blocking else "waits"
+    return f"{who} can start, but not now: {head}."
+
+
+def _hint(gang: GangRequest, f: Finding) -> str:
+    d = f.data
+    if f.code == "ExceedsMaxQuota" and d.get("maximum") is not None:
+        r = d["resource"]
+        per = max((ps.requests.get(r, 0) for ps in gang.pod_sets), default=0)
+        if per:
+            fixed = sum(ps.requests.get(r, 0) * ps.count for ps in gang.pod_sets if ps.requests.get(r, 0) != per)
+            n = max(0, (int(d["maximum"]) - fixed) // per)
+            return f" Ask for at most {n} pods of {format_quantity(r, per)} {r}, or for a larger quota."
+        return " Ask for a larger quota."
+    if f.code == "ExceedsClusterCapacity" and "pods_possible" in d:
+        if d["pods_possible"]:
+            return f" Ask for at most {d['pods_possible']} pods in {d['pod_set']}, or widen its node selector/tolerations."
+        return " Change its node selector, affinity or tolerations to match existing nodes."
+    if f.code == "PodExceedsNodeCapacity":
+        return " Make each pod smaller than the largest node, or add larger nodes."
+    if f.code == "ResourceNotOffered":
+        return " Request a resource the nodes advertise, or check the device plugin on the nodes meant to offer it."
+    if f.code == "InvalidGang":
+        return " Fix the gang's minimum so it does not exceed the pods that will exist."
+    return ""

@@ -1,0 +1,185 @@
+"""Node filters in kube-scheduler's order, with its exact reason wording.
+
+kube-scheduler runs its Filter plugins per node and stops at the first failure
+(pkg/scheduler/framework/runtime/framework.go RunFilterPlugins). The order of the default
+profile: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+NodeResourcesFit, then volume and inter-pod plugins (not modelled). Wording is that of
+Kubernetes 1.35+ (FIELD-NOTES §1); the e2e tier compares it against a real kube-scheduler.
+
+Two modes:
+  * ``now``  — the scheduler's view today.
+  * ``ever`` — DESIGN.md's "could this node ever host the pod": cordon, NotReady/unreachable and
+    policy-listed transient taints are treated as repaired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from .model import (
+    REPAIRABLE_TAINTS,
+    TAINT_NOT_READY,
+    TAINT_UNSCHEDULABLE,
+    PodSet,
+    Taint,
+    Toleration,
+)
+from .snapshot import PER_NODE_LABELS, ClusterSnapshot
+
+__all__ = [
+    "R_UNSCHEDULABLE",
+    "R_NODE_NAME",
+    "R_TAINT",
+    "R_AFFINITY",
+    "R_PORTS",
+    "R_TOO_MANY_PODS",
+    "insufficient",
+    "Constraints",
+    "filter_nodes",
+    "FilterResult",
+]
+
+R_UNSCHEDULABLE = "node(s) were unschedulable"
+R_NODE_NAME = "node(s) didn't match the requested node name"
+R_TAINT = "node(s) had untolerated taint(s)"
+R_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+R_PORTS = "node(s) didn't have free ports for the requested pod ports"
+R_TOO_MANY_PODS = "Too many pods"
+
+
+def insufficient(resource: str) -> str:
+    """NodeResourcesFit's reason for one resource, e.g. ``Insufficient nvidia.com/gpu``."""
+    return f"Insufficient {resource}"
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """A pod set's label/taint constraints, plus what a Kueue ResourceFlavor adds.
+
+    ``extra_selector`` is the flavor's nodeLabels (Kueue injects them as a nodeSelector);
+    ``extra_tolerations`` the flavor's tolerations.
+    """
+
+    pod_set: PodSet
+    extra_selector: Mapping[str, str] | None = None
+    extra_tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def tolerations(self) -> tuple[Toleration, ...]:
+        return self.pod_set.tolerations + self.extra_tolerations
+
+    def selector(self) -> dict[str, str]:
+        sel = dict(self.pod_set.node_selector)
+        if self.extra_selector:
+            sel.update(self.extra_selector)
+        return sel
+
+    def needs_per_node(self) -> bool:
+        """True when a rule reads per-node data (node name, hostname label, matchFields)."""
+        ps = self.pod_set
+        if ps.node_name:
+            return True
+        keys = set(self.selector())
+        for t in ps.required_affinity:
+            keys |= t.label_keys()
+            if t.match_fields:
+                return True
+        return bool(keys & PER_NODE_LABELS)
+
+
+def _untolerated(taints: Iterable[Taint], tolerations: tuple[Toleration, ...], skip: frozenset[str]) -> bool:
+    for t in taints:
+        if t.effect not in ("NoSchedule", "NoExecute") or t.key in skip:
+            continue
+        if not any(tol.tolerates(t) for tol in tolerations):
+            return True
+    return False
+
+
+def _reason(
+    name: str,
+    labels: Mapping[str, str],
+    taints: tuple[Taint, ...],
+    unschedulable: bool,
+    ready: bool | None,
+    c: Constraints,
+    ever: bool,
+    transient: frozenset[str],
+) -> str | None:
+    tolerations = c.tolerations
+    if not ever and unschedulable:
+        if not any(tol.tolerates(Taint(TAINT_UNSCHEDULABLE, "", "NoSchedule")) for tol in tolerations):
+            return R_UNSCHEDULABLE
+    ps = c.pod_set
+    if ps.node_name and ps.node_name != name:
+        return R_NODE_NAME
+    skip = (REPAIRABLE_TAINTS | transient) if ever else frozenset()
+    effective = taints
+    if not ever and ready is False and not any(t.key == TAINT_NOT_READY for t in taints):
+        # The node lifecycle controller adds this taint within seconds of Ready=False.
+        effective = taints + (Taint(TAINT_NOT_READY, "", "NoSchedule"),)
+    if _untolerated(effective, tolerations, skip):
+        return R_TAINT
+    for k, v in c.selector().items():
+        if labels.get(k) != v:
+            return R_AFFINITY
+    if ps.required_affinity and not any(t.matches(name, labels) for t in ps.required_affinity):
+        return R_AFFINITY
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Outcome of the label/taint filters over all nodes.
+
+    ``mask``: bool array [nodes], True where the node passes. ``reasons``: the first failing
+    filter's reason (None = passes), one per node when ``per_node`` else one per static class.
+    """
+
+    mask: np.ndarray
+    reasons: list[str | None]
+    per_node: bool
+
+    def node_reason(self, snap: ClusterSnapshot, i: int) -> str | None:
+        return self.reasons[i] if self.per_node else self.reasons[int(snap.node_class[i])]
+
+    def histogram(self, snap: ClusterSnapshot) -> dict[str, int]:
+        """Reason → number of nodes it rules out."""
+        out: dict[str, int] = {}
+        if self.per_node:
+            for r in self.reasons:
+                if r is not None:
+                    out[r] = out.get(r, 0) + 1
+            return out
+        if not len(snap.nodes):
+            return out
+        counts = np.bincount(snap.node_class, minlength=len(snap.classes))
+        for cid, r in enumerate(self.reasons):
+            if r is not None and counts[cid]:
+                out[r] = out.get(r, 0) + int(counts[cid])
+        return out
+
+
+def filter_nodes(
+    snap: ClusterSnapshot, c: Constraints, *, ever: bool, transient: frozenset[str] = frozenset()
+) -> FilterResult:
+    """Apply NodeUnschedulable, NodeName, TaintToleration and NodeAffinity to every node.
+
+    Evaluated once per static class unless a rule reads per-node data (node name, the
+    hostname label, matchFields). ``ever`` skips cordon and repairable/transient taints.
+    """
+    if c.needs_per_node():
+        reasons = [
+            _reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient) for n in snap.nodes
+        ]
+        mask = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
+        return FilterResult(mask, reasons, True)
+    class_reasons = [
+        _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient) for k in snap.classes
+    ]
+    ok = np.fromiter((r is None for r in class_reasons), dtype=bool, count=len(class_reasons))
+    mask = ok[snap.node_class] if len(snap.nodes) else np.zeros(0, dtype=bool)
+    return FilterResult(mask, class_reasons, False)

@@ -1,0 +1,450 @@
+"""The engine's input model: what a cluster is and what a gang asks for.
+
+Everything here is a frozen dataclass built from plain values; adapters (``webhook.adapters``)
+translate Kubernetes objects into it. Resource amounts are ``Resources`` mappings from a
+resource name to an int in scheduler units: cpu in millicores, memory and storage in bytes,
+``pods`` and extended resources (``nvidia.com/gpu``) as counts (see ``quantity.py``).
+
+No I/O, no clock, no Kubernetes client, no pydantic (DESIGN.md, layer "engine").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = [
+    "Resources",
+    "Taint",
+    "Toleration",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "HostPort",
+    "Node",
+    "BoundPod",
+    "PodSet",
+    "GangRequest",
+    "Finding",
+    "ResourceQuota",
+    "FlavorQuotas",
+    "ResourceGroup",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
+    "Cohort",
+    "KueueState",
+    "VolcanoQueue",
+    "PodGroupState",
+    "VolcanoState",
+    "EMPTY",
+    "frozen_map",
+    "add_resources",
+    "scale_resources",
+]
+
+Resources = Mapping[str, int]
+EMPTY: Resources = MappingProxyType({})
+
+# Taint keys kube-scheduler and the node lifecycle controller use (k8s.io/api/core/v1 well_known_taints.go).
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+#: Taints that repair themselves (cordon ends, node becomes Ready): never grounds for NeverFits.
+REPAIRABLE_TAINTS = frozenset({TAINT_UNSCHEDULABLE, TAINT_NOT_READY, TAINT_UNREACHABLE})
+
+
+def _empty():
+    return field(default_factory=lambda: EMPTY)
+
+
+def frozen_map(d: Mapping | None) -> Mapping:
+    """A read-only copy of ``d`` (``None`` → empty)."""
+    if not d:
+        return EMPTY
+    return MappingProxyType(dict(d))
+
+
+def add_resources(a: Resources, b: Resources) -> dict[str, int]:
+    """Element-wise sum of two resource maps."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def scale_resources(a: Resources, n: int) -> dict[str, int]:
+    """``a`` multiplied by ``n`` (pods)."""
+    return {k: v * n for k, v in a.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint (core/v1 Taint). ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (core/v1 Toleration).
+
+    ``operator`` is "Equal" (default) or "Exists"; an empty ``key`` with Exists tolerates every
+    taint; an empty ``effect`` matches every effect. Matching mirrors
+    ``Toleration.ToleratesTaint`` in k8s.io/api/core/v1/toleration.go.
+    """
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """True when this toleration matches ``taint`` (key, effect, value per operator)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        if not self.key:  # Equal with empty key is invalid upstream; it matches nothing here
+            return False
+        return self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` entry: operator In, NotIn, Exists, DoesNotExist, Gt or Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Evaluate against a node's labels, as k8s.io/component-helpers nodeaffinity does."""
+        op = self.operator
+        has = self.key in labels
+        if op == "In":
+            return has and labels[self.key] in self.values
+        if op == "NotIn":
+            return not has or labels[self.key] not in self.values
+        if op == "Exists":
+            return has
+        if op == "DoesNotExist":
+            return not has
+        if op in ("Gt", "Lt"):
+            if not has or len(self.values) != 1:
+                return False
+            try:
+                left, right = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return left > right if op == "Gt" else left < right
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A required node-affinity term: all expressions must hold (AND).
+
+    ``match_fields`` supports the only field Kubernetes allows, ``metadata.name``.
+    An empty term matches nothing (upstream: "a null or empty term matches no objects").
+    """
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(r.matches(labels) for r in self.match_expressions):
+            return False
+        fields = {"metadata.name": name}
+        return all(r.matches(fields) for r in self.match_fields)
+
+    def label_keys(self) -> set[str]:
+        return {r.key for r in self.match_expressions}
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container hostPort a pod asks for; two pods with the same one cannot share a node."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as the scheduler sees it.
+
+    Attributes:
+        capacity / allocatable: scheduler units (see module doc). Device allocatable below
+            capacity means unhealthy devices (FIELD-NOTES §1, §4).
+        ready: the Ready condition (None when the node reports none).
+        unschedulable: ``spec.unschedulable`` (cordon).
+    """
+
+    name: str
+    labels: Mapping[str, str] = _empty()
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool | None = True
+    capacity: Resources = _empty()
+    allocatable: Resources = _empty()
+    annotations: Mapping[str, str] = _empty()
+
+
+@dataclass(frozen=True, slots=True)
+class BoundPod:
+    """A non-terminal pod: bound to ``node_name``, or Pending when ``node_name`` is empty.
+
+    ``requests`` is the pod's effective request (FIELD-NOTES §1) in scheduler units;
+    ``gang`` names the gang it belongs to ("Kind/namespace/name"), "" when none is known.
+    ``start_time`` is seconds since the epoch (None when unknown); ``deadline_s`` the pod's
+    activeDeadlineSeconds or an equivalent limit in seconds.
+    """
+
+    namespace: str
+    name: str
+    node_name: str = ""
+    requests: Resources = _empty()
+    priority: int = 0
+    gang: str = ""
+    owner_kind: str = ""
+    owner_name: str = ""
+    queue: str = ""
+    phase: str = "Running"
+    start_time: float | None = None
+    deadline_s: float | None = None
+    host_ports: tuple[HostPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """Pods of one shape inside a gang (a role: master, worker, launcher, a Volcano task…).
+
+    Attributes:
+        count: pods of this set that must start together (the gang minimum for this role).
+        replicas: pods of this set that will exist (``>= count``).
+        requests: effective request per pod, scheduler units (FIELD-NOTES §1).
+        node_selector / required_affinity: ``spec.nodeSelector`` and the ORed terms of
+            ``requiredDuringSchedulingIgnoredDuringExecution``.
+        max_per_node: at most this many pods of the set on one node (required pod
+            anti-affinity on kubernetes.io/hostname against itself, or host ports); None = no cap.
+        required_topology: Kueue ``podset-required-topology`` label key (all pods of the set in
+            one domain of that label), None when not requested.
+        exact_shape: False when the per-pod request is an estimate (a PodGroup's minResources
+            spread over minMember): per-node bounds then cannot prove NeverFits.
+    """
+
+    name: str
+    count: int
+    requests: Resources
+    replicas: int | None = None
+    node_selector: Mapping[str, str] = _empty()
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    node_name: str = ""
+    host_ports: tuple[HostPort, ...] = ()
+    max_per_node: int | None = None
+    required_topology: str | None = None
+    preferred_topology: str | None = None
+    exact_shape: bool = True
+
+    def total_replicas(self) -> int:
+        return self.count if self.replicas is None else self.replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the engine or an adapter found.
+
+    ``code`` is UpperCamelCase (Kueue's where one exists: ExceedsMaxQuota, WaitingForQuota).
+    ``severity`` is "NeverFits" (a proof that the gang can never start), "Waits" (blocks it now),
+    or "Info" (worth telling; blocks nothing). ``data`` carries the numbers behind the message.
+    """
+
+    code: str
+    severity: str
+    message: str
+    data: Mapping[str, object] = _empty()
+
+
+@dataclass(frozen=True, slots=True)
+class GangRequest:
+    """A gang: pods that must all start together, grouped into pod sets.
+
+    ``queue_name`` is the Kueue LocalQueue (label kueue.x-k8s.io/queue-name), ``volcano_queue``
+    the Volcano queue; ``findings`` carries the adapter's own lints (InvalidGang, …).
+    ``min_member`` is the gang minimum in pods (Σ pod_set.count unless the workload says more).
+    """
+
+    kind: str
+    name: str
+    namespace: str
+    pod_sets: tuple[PodSet, ...]
+    api_version: str = ""
+    queue_name: str | None = None
+    volcano_queue: str | None = None
+    priority_class: str | None = None
+    findings: tuple[Finding, ...] = ()
+    labels: Mapping[str, str] = _empty()
+    annotations: Mapping[str, str] = _empty()
+
+    @property
+    def pods(self) -> int:
+        """Pods that must start together (Σ over pod sets of ``count``)."""
+        return sum(ps.count for ps in self.pod_sets)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+    def total_requests(self) -> dict[str, int]:
+        """Σ count × per-pod request over pod sets, scheduler units."""
+        out: dict[str, int] = {}
+        for ps in self.pod_sets:
+            for r, v in ps.requests.items():
+                out[r] = out.get(r, 0) + v * ps.count
+        return out
+
+
+# ---------------------------------------------------------------- Kueue
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """One ``resources[]`` entry of a flavor in a ClusterQueue (or Cohort) resource group.
+
+    ``borrowing_limit`` / ``lending_limit`` None mean "absent" (unbounded, Kueue semantics).
+    """
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    """``flavors[]`` entry of a resource group: flavor name → per-resource quota."""
+
+    name: str
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """``spec.resourceGroups[]``: the resources it covers and its flavors, tried in order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A Kueue ResourceFlavor: which nodes it means (nodeLabels, nodeTaints) and the
+    tolerations Kueue adds to pods admitted with it."""
+
+    name: str
+    node_labels: Mapping[str, str] = _empty()
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    """A Kueue ClusterQueue.
+
+    ``usage`` maps (flavor, resource) to the quota reserved now (status.flavorsReservation,
+    falling back to status.flavorsUsage), scheduler units.
+    """
+
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    usage: Mapping[tuple[str, str], int] = _empty()
+    queueing_strategy: str = "BestEffortFIFO"
+    preemption: Mapping[str, str] = _empty()
+    stop_policy: str = "None"
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A Kueue LocalQueue (namespaced) pointing at a ClusterQueue."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A Kueue Cohort object (v1beta1/v1alpha1): its own quota and its parent."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KueueState:
+    """Kueue's objects, keyed by name ((namespace, name) for LocalQueues)."""
+
+    flavors: Mapping[str, ResourceFlavor] = _empty()
+    cluster_queues: Mapping[str, ClusterQueue] = _empty()
+    local_queues: Mapping[tuple[str, str], LocalQueue] = _empty()
+    cohorts: Mapping[str, Cohort] = _empty()
+
+
+# ---------------------------------------------------------------- Volcano
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoQueue:
+    """A Volcano Queue (scheduling.volcano.sh/v1beta1): capability is the hard cap.
+
+    Resource maps in scheduler units; an absent capability entry means unbounded.
+    ``allocated`` is status.allocated when the controller publishes it.
+    """
+
+    name: str
+    capability: Resources = _empty()
+    deserved: Resources = _empty()
+    guarantee: Resources = _empty()
+    weight: int = 1
+    state: str = "Open"
+    reclaimable: bool = True
+    allocated: Resources = _empty()
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupState:
+    """A PodGroup as stored (Volcano or scheduler-plugins): reserve and progress."""
+
+    namespace: str
+    name: str
+    queue: str = ""
+    min_member: int = 0
+    min_resources: Resources = _empty()
+    phase: str = ""
+    running: int = 0
+    api_group: str = "scheduling.volcano.sh"
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoState:
+    """Volcano Queues by name and PodGroups by (namespace, name)."""
+
+    queues: Mapping[str, VolcanoQueue] = _empty()
+    pod_groups: Mapping[tuple[str, str], PodGroupState] = _empty()

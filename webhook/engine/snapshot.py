@@ -1,0 +1,195 @@
+"""ClusterSnapshot: an immutable, column-oriented view of the cluster for fast checks.
+
+Per-node resources live in int64 matrices (rows = nodes, columns = resource names) so a fit
+test over 20k nodes is a handful of vectorised comparisons instead of a Python loop. Nodes that
+share labels (less per-node labels such as kubernetes.io/hostname), taints, cordon and Ready
+state share a *static class*: the scheduler's label/taint filters are evaluated once per class.
+
+Pure: the caller (adapters, the cache) builds ``Node``/``BoundPod`` values and hands them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from .model import (
+    EMPTY,
+    BoundPod,
+    KueueState,
+    Node,
+    Resources,
+    Taint,
+    VolcanoState,
+)
+
+__all__ = ["ClusterSnapshot", "NodeClass", "PER_NODE_LABELS", "BASE_RESOURCES", "DEFAULT_MAX_PODS"]
+
+#: Labels whose value differs on every node; left out of the static class key.
+PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
+#: Resources reserved by the system rather than backed by devices: their allocatable below
+#: capacity is normal and permanent. For every other resource (devices) allocatable below
+#: capacity is an unhealthy device, repairable (FIELD-NOTES §1, §4).
+BASE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+#: kubelet's default maxPods, used when a node does not report allocatable pods.
+DEFAULT_MAX_PODS = 110
+GPU = "nvidia.com/gpu"
+#: Label set by NVIDIA GPU feature discovery: the GPUs physically on the node.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    """Nodes that look the same to the label and taint filters."""
+
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool | None
+
+
+class ClusterSnapshot:
+    """An immutable view of nodes, their bound pods and the queue objects.
+
+    Attributes:
+        nodes: tuple of ``Node`` (row i of every matrix is ``nodes[i]``).
+        pods: non-terminal pods (bound and Pending).
+        resources: column names; ``col[name]`` the column index.
+        alloc, cap, used: int64 arrays [nodes × resources]: allocatable, capacity and Σ requests
+            of pods bound to each node (column ``pods`` counts pods), scheduler units.
+        free: ``alloc - used`` (may be negative when allocatable dropped under running pods).
+        ever_alloc: what each node could offer once repaired: capacity for device resources whose
+            allocatable is below it (or the ``nvidia.com/gpu.count`` label when the device plugin
+            advertises fewer GPUs), allocatable otherwise.
+        node_class: int array [nodes], index into ``classes``.
+        kueue, volcano, priority_classes: queue state and PriorityClass values.
+        skipped: kind → count of objects in the source the engine does not use.
+        source: where it came from (a path, "demo", "live").
+
+    Build with the constructor; never mutate. ``node_used`` lets a cache that already tracks
+    per-node requests skip re-summing pods.
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        pods: Iterable[BoundPod] = (),
+        *,
+        kueue: KueueState | None = None,
+        volcano: VolcanoState | None = None,
+        priority_classes: Mapping[str, int] | None = None,
+        skipped: Mapping[str, int] | None = None,
+        source: str = "",
+        node_used: Mapping[str, Resources] | None = None,
+        extra_resources: Iterable[str] = (),
+    ) -> None:
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.pods: tuple[BoundPod, ...] = tuple(pods)
+        self.kueue = kueue or KueueState()
+        self.volcano = volcano or VolcanoState()
+        self.priority_classes = MappingProxyType(dict(priority_classes or {}))
+        self.skipped = MappingProxyType(dict(skipped or {}))
+        self.source = source
+        self.node_index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
+
+        names: dict[str, None] = {"cpu": None, "memory": None, "pods": None}
+        for n in self.nodes:
+            for r in n.allocatable:
+                names.setdefault(r, None)
+            for r in n.capacity:
+                names.setdefault(r, None)
+        for r in extra_resources:
+            names.setdefault(r, None)
+        labelled_gpus: dict[int, int] = {}
+        for i, n in enumerate(self.nodes):
+            count = n.labels.get(GPU_COUNT_LABEL)
+            if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0):
+                labelled_gpus[i] = int(count)
+                names.setdefault(GPU, None)
+        by_node: dict[str, list[BoundPod]] = {}
+        for p in self.pods:
+            if p.node_name:
+                by_node.setdefault(p.node_name, []).append(p)
+                for r in p.requests:
+                    names.setdefault(r, None)
+        self.resources: tuple[str, ...] = tuple(names)
+        self.col: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.pods_by_node: Mapping[str, tuple[BoundPod, ...]] = MappingProxyType(
+            {k: tuple(v) for k, v in by_node.items()}
+        )
+
+        n_nodes, n_res = len(self.nodes), len(self.resources)
+        alloc = np.zeros((n_nodes, n_res), dtype=np.int64)
+        cap = np.zeros((n_nodes, n_res), dtype=np.int64)
+        used = np.zeros((n_nodes, n_res), dtype=np.int64)
+        col = self.col
+        pods_col = col["pods"]
+        for i, n in enumerate(self.nodes):
+            row = alloc[i]
+            for r, v in n.allocatable.items():
+                row[col[r]] = v
+            crow = cap[i]
+            for r, v in n.capacity.items():
+                crow[col[r]] = v
+            if "pods" not in n.allocatable:
+                row[pods_col] = DEFAULT_MAX_PODS
+            if "pods" not in n.capacity:
+                crow[pods_col] = row[pods_col]
+            if node_used is not None:
+                urow = used[i]
+                for r, v in node_used.get(n.name, EMPTY).items():
+                    if r in col:
+                        urow[col[r]] = v
+            else:
+                urow = used[i]
+                for p in by_node.get(n.name, ()):
+                    for r, v in p.requests.items():
+                        urow[col[r]] += v
+                    urow[pods_col] += 1
+        self.alloc, self.cap, self.used = alloc, cap, used
+        self.free = alloc - used
+        device_cols = np.array([r not in BASE_RESOURCES for r in self.resources], dtype=bool)
+        self.device_cols = device_cols
+        ever = np.where(device_cols[None, :], np.maximum(alloc, cap), alloc)
+        for i, count in labelled_gpus.items():
+            # GPU feature discovery says the node has GPUs the device plugin does not advertise:
+            # the plugin is down (FIELD-NOTES §4), a repairable state.
+            ever[i, col[GPU]] = max(int(ever[i, col[GPU]]), count)
+        self.ever_alloc = ever
+        for m in (self.alloc, self.cap, self.used, self.free, self.ever_alloc):
+            m.setflags(write=False)
+
+        classes: dict[tuple, int] = {}
+        reps: list[NodeClass] = []
+        node_class = np.zeros(n_nodes, dtype=np.int32)
+        for i, n in enumerate(self.nodes):
+            labels = tuple(sorted((k, v) for k, v in n.labels.items() if k not in PER_NODE_LABELS))
+            key = (labels, n.taints, n.unschedulable, n.ready)
+            cid = classes.get(key)
+            if cid is None:
+                cid = len(reps)
+                classes[key] = cid
+                reps.append(NodeClass(MappingProxyType(dict(labels)), n.taints, n.unschedulable, n.ready))
+            node_class[i] = cid
+        node_class.setflags(write=False)
+        self.node_class = node_class
+        self.classes: tuple[NodeClass, ...] = tuple(reps)
+
+    # ------------------------------------------------------------------ helpers
+    def column(self, resource: str) -> int | None:
+        """Column index of ``resource`` or None when no node or pod mentions it."""
+        return self.col.get(resource)
+
+    def node_free(self, name: str) -> dict[str, int]:
+        """Free resources on one node (allocatable − requested), scheduler units."""
+        i = self.node_index[name]
+        return {r: int(self.free[i, j]) for j, r in enumerate(self.resources) if self.alloc[i, j] or self.used[i, j]}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"ClusterSnapshot({len(self.nodes)} nodes, {len(self.pods)} pods, source={self.source!r})"
