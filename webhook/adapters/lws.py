@@ -1,0 +1,58 @@
+"""leaderworkerset.x-k8s.io/v1 LeaderWorkerSet → ``GangRequest``.
+
+Mirrors the LWS controller and its CRD defaults: ``spec.replicas`` groups (default 1), each of
+``spec.leaderWorkerTemplate.size`` pods (default 1: a leader and size − 1 workers). The leader
+pod uses ``leaderTemplate`` when given, otherwise ``workerTemplate`` (as the controller does).
+Kueue's LWS integration likewise makes a "leader" and a "worker" pod set per group.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..engine.model import Finding, GangRequest
+from .common import build_gang, count_field, mapping
+from .errors import AdapterError
+from .podspec import pod_set_from_template
+
+__all__ = ["adapt_lws"]
+
+
+def adapt_lws(obj: Mapping) -> GangRequest:
+    """A LeaderWorkerSet as pod sets ``"leader"`` (count = replicas) and ``"worker"``
+    (count = replicas × (size − 1), omitted when size is 1).
+
+    Example: replicas 2, size 2, 8 GPUs each → 2 leaders + 2 workers = 4 pods, 32 GPUs.
+    Adds an Info finding ``LeaderWorkerGroups``: each group of ``size`` pods must start
+    together; groups are placed independently.
+
+    Raises:
+        AdapterError: missing ``leaderWorkerTemplate``/``workerTemplate``, size < 1, counts
+            that are not integers, bad pod templates.
+    """
+    spec = mapping(obj.get("spec"), "spec", required=True)
+    replicas = count_field(spec.get("replicas"), "spec.replicas", default=1)
+    lwt = mapping(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate", required=True)
+    size = count_field(lwt.get("size"), "spec.leaderWorkerTemplate.size", default=1)
+    if size < 1:
+        raise AdapterError(f"expected an integer ≥ 1, got {size}", field="spec.leaderWorkerTemplate.size")
+    worker_t = lwt.get("workerTemplate")
+    if worker_t is None:
+        raise AdapterError("expected a pod template, the field is missing", field="spec.leaderWorkerTemplate.workerTemplate")
+    leader_t = lwt.get("leaderTemplate")
+    leader_field = "spec.leaderWorkerTemplate.leaderTemplate"
+    if leader_t is None:
+        leader_t, leader_field = worker_t, "spec.leaderWorkerTemplate.workerTemplate"
+    pod_sets = [pod_set_from_template("leader", leader_t, replicas, field=leader_field)]
+    if size > 1:
+        pod_sets.append(
+            pod_set_from_template("worker", worker_t, replicas * (size - 1), field="spec.leaderWorkerTemplate.workerTemplate")
+        )
+    finding = Finding(
+        "LeaderWorkerGroups",
+        "Info",
+        f"{replicas} group(s) of {size} pods (1 leader + {size - 1} workers): each group must start "
+        f"together; groups are placed independently",
+        {"groups": replicas, "size": size},
+    )
+    return build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t])

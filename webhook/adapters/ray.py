@@ -1,0 +1,141 @@
+"""KubeRay ray.io/v1 RayCluster and RayJob → ``GangRequest``.
+
+Mirrors KubeRay (``ray-operator/controllers/ray/utils``) and its CRD defaults:
+
+* the head is one pod (``spec.headGroupSpec.template``); with ``enableInTreeAutoscaling`` the
+  operator adds an autoscaler container to it (``spec.autoscalerOptions.resources``, default
+  cpu 500m / memory 512Mi requests, ``BuildAutoscalerContainer``);
+* a worker group runs ``GetWorkerGroupDesiredReplicas`` pods: 0 when ``suspend``; otherwise
+  ``replicas`` (absent → ``minReplicas``) clamped to [minReplicas, maxReplicas] (CRD defaults
+  0 and 2147483647), times ``numOfHosts`` (default 1; multi-host TPU slices);
+* a RayJob in ``K8sJobMode`` (the default ``submissionMode``) also runs a submitter pod from
+  ``spec.submitterPodTemplate``, or KubeRay's default one (requests cpu 500m, memory 200Mi);
+  a RayJob that only selects an existing cluster (``spec.clusterSelector``) creates no gang.
+
+Kueue's RayCluster/RayJob integration makes the same pod sets (head, one per worker group,
+submitter).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Mapping
+
+from ..engine.model import GangRequest, PodSet
+from .common import build_gang, count_field, list_of, mapping
+from .errors import AdapterError
+from .podspec import container_requests, pod_set_from_template
+
+__all__ = [
+    "AUTOSCALER_DEFAULT_RESOURCES",
+    "SUBMITTER_DEFAULT_RESOURCES",
+    "cluster_pod_sets",
+    "adapt_raycluster",
+    "adapt_rayjob",
+]
+
+AUTOSCALER_DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+SUBMITTER_DEFAULT_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+INT32_MAX = 2147483647
+
+
+def _head_template(cluster: Mapping, base: str) -> tuple[Mapping, str]:
+    head = mapping(cluster.get("headGroupSpec"), f"{base}.headGroupSpec", required=True)
+    template = head.get("template")
+    if template is None:
+        raise AdapterError("expected a pod template, the field is missing", field=f"{base}.headGroupSpec.template")
+    if cluster.get("enableInTreeAutoscaling") is True:
+        opts = mapping(cluster.get("autoscalerOptions"), f"{base}.autoscalerOptions")
+        resources = opts.get("resources") or AUTOSCALER_DEFAULT_RESOURCES
+        container_requests({"resources": resources}, f"{base}.autoscalerOptions")  # validate here, name the right field
+        template = copy.deepcopy(dict(mapping(template, f"{base}.headGroupSpec.template")))
+        spec = template.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("containers"), list) and spec["containers"]:
+            spec["containers"] = list(spec["containers"]) + [{"name": "autoscaler", "resources": resources}]
+    return template, f"{base}.headGroupSpec.template"
+
+
+def cluster_pod_sets(cluster: Mapping, base: str) -> tuple[list[PodSet], list[Mapping]]:
+    """Pod sets of a RayClusterSpec: ``"head"`` (count 1) and one per worker group named by
+    ``groupName`` (count = desired replicas × numOfHosts, see module doc).
+
+    Args:
+        cluster: a RayClusterSpec dict (RayCluster ``spec`` or RayJob ``spec.rayClusterSpec``).
+        base: its path, for error messages.
+
+    Returns:
+        ``(pod_sets, templates)``.
+
+    Raises:
+        AdapterError: missing head/worker templates or group names, non-integer counts, bad templates.
+    """
+    head_t, head_field = _head_template(cluster, base)
+    pod_sets = [pod_set_from_template("head", head_t, 1, field=head_field)]
+    templates = [head_t]
+    for i, g in enumerate(list_of(cluster.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
+        gb = f"{base}.workerGroupSpecs[{i}]"
+        g = mapping(g, gb)
+        name = g.get("groupName")
+        if not isinstance(name, str) or not name:
+            raise AdapterError("expected a groupName", field=f"{gb}.groupName")
+        lo = count_field(g.get("minReplicas"), f"{gb}.minReplicas", default=0)
+        hi = count_field(g.get("maxReplicas"), f"{gb}.maxReplicas", default=INT32_MAX)
+        hosts = count_field(g.get("numOfHosts"), f"{gb}.numOfHosts", default=1)
+        replicas = count_field(g.get("replicas"), f"{gb}.replicas", default=lo)
+        if g.get("suspend") is True:
+            desired = 0
+        elif lo > hi:
+            desired = hi
+        else:
+            desired = min(max(replicas, lo), hi)
+        if g.get("template") is None:
+            raise AdapterError("expected a pod template, the field is missing", field=f"{gb}.template")
+        pod_sets.append(pod_set_from_template(name, g["template"], desired * hosts, field=f"{gb}.template"))
+        templates.append(g["template"])
+    return pod_sets, templates
+
+
+def adapt_raycluster(obj: Mapping) -> GangRequest:
+    """A RayCluster: head 1 + Σ worker groups desired replicas × numOfHosts.
+
+    Example: head (1 cpu) + group "small-group" replicas 1 → 2 pods.
+
+    Raises:
+        AdapterError: see :func:`cluster_pod_sets`.
+    """
+    spec = mapping(obj.get("spec"), "spec", required=True)
+    pod_sets, templates = cluster_pod_sets(spec, "spec")
+    return build_gang(obj, pod_sets, templates=templates)
+
+
+def adapt_rayjob(obj: Mapping) -> GangRequest | None:
+    """A RayJob: its ``spec.rayClusterSpec`` as for a RayCluster, plus a ``"submitter"`` pod set
+    (count 1) in K8sJobMode. Returns None for a RayJob that runs on an existing cluster
+    (``spec.clusterSelector`` without ``rayClusterSpec``): it creates no pods of its own
+    besides the submitter, so it is not a gang.
+
+    Raises:
+        AdapterError: neither rayClusterSpec nor clusterSelector, an unknown submissionMode,
+            or the errors of :func:`cluster_pod_sets`.
+    """
+    spec = mapping(obj.get("spec"), "spec", required=True)
+    if spec.get("rayClusterSpec") is None:
+        if mapping(spec.get("clusterSelector"), "spec.clusterSelector"):
+            return None
+        raise AdapterError("expected spec.rayClusterSpec or spec.clusterSelector, neither is set", field="spec.rayClusterSpec")
+    cluster = mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec")
+    pod_sets, templates = cluster_pod_sets(cluster, "spec.rayClusterSpec")
+    mode = spec.get("submissionMode") or "K8sJobMode"
+    if mode not in ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"):
+        raise AdapterError(
+            f"expected K8sJobMode, HTTPMode, InteractiveMode or SidecarMode, got {mode!r}", field="spec.submissionMode"
+        )
+    if mode == "K8sJobMode":
+        template = spec.get("submitterPodTemplate")
+        field = "spec.submitterPodTemplate"
+        if template is None:
+            template = {"spec": {"containers": [{"name": "ray-job-submitter", "resources": SUBMITTER_DEFAULT_RESOURCES}]}}
+            field = "spec.submitterPodTemplate(default)"
+        pod_sets.append(pod_set_from_template("submitter", template, 1, field=field))
+        templates.append(template)
+    return build_gang(obj, pod_sets, templates=templates)
