@@ -1,0 +1,99 @@
+"""The admin's policy: ConfigMap ``gangcheck-policy`` key ``policy.yaml`` (or ``--policy FILE``).
+
+A pydantic schema; every field has a default, so an empty document is the default policy.
+``Policy.engine_options()`` hands the engine the plain knobs it needs (the engine itself never
+imports pydantic, DESIGN.md layers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .engine.evaluate import DEFAULT_GPU_RESOURCES, EngineOptions
+
+__all__ = ["Policy", "PolicyError", "load_policy", "parse_policy"]
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used; the message names the field and what was expected."""
+
+
+class Policy(BaseModel):
+    """gangcheck's policy. Fields (all optional):
+
+    - ``mode``: ``enforce`` (deny NeverFits), ``warn`` (admit NeverFits with a warning),
+      ``audit`` (admit everything; annotations and metrics only). Default enforce.
+    - ``gpuResources``: accelerator resource names or shell patterns (``nvidia.com/mig-*``).
+    - ``transientTaints``: taint keys treated as repairable, like cordon: never grounds for a denial.
+    - ``exemptNamespaces``: namespaces never checked (admitted unchanged).
+    - ``annotationPrefix``: prefix of the annotations /mutate adds. Default ``gangcheck.io/``.
+    - ``staleAfterSeconds``: cache age past which the webhook fails open. Default 120 s.
+    - ``warnFragmentationRatio``: warn when stranded/free GPUs for the gang's shape ≥ this (0–1).
+    - ``warnExpectedWaitSeconds``: warn when the expected wait ≥ this many seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    mode: Literal["enforce", "warn", "audit"] = "enforce"
+    gpu_resources: list[str] = Field(default_factory=lambda: list(DEFAULT_GPU_RESOURCES), alias="gpuResources")
+    transient_taints: list[str] = Field(default_factory=list, alias="transientTaints")
+    exempt_namespaces: list[str] = Field(default_factory=lambda: ["kube-system", "gangcheck-system"], alias="exemptNamespaces")
+    annotation_prefix: str = Field(default="gangcheck.io/", alias="annotationPrefix")
+    stale_after_seconds: float = Field(default=120.0, gt=0, alias="staleAfterSeconds")
+    warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, alias="warnFragmentationRatio")
+    warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, alias="warnExpectedWaitSeconds")
+
+    @field_validator("annotation_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if not v.endswith("/") or "/" in v[:-1] or not v[:-1]:
+            raise ValueError("expected a DNS prefix ending in '/', such as 'gangcheck.io/'")
+        return v
+
+    def engine_options(self) -> EngineOptions:
+        """The engine's view of this policy."""
+        return EngineOptions(gpu_resources=tuple(self.gpu_resources), transient_taints=frozenset(self.transient_taints))
+
+
+def parse_policy(text: str, source: str = "policy") -> Policy:
+    """Parse policy YAML (empty → defaults).
+
+    Raises:
+        PolicyError: unparsable YAML, not a mapping, or a field that fails validation
+            (the message names each bad field and what was expected).
+    """
+    try:
+        data = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: expected a mapping of policy fields, got {type(data).__name__}")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise PolicyError(f"{source}: {problems}") from None
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """Read a policy file; ``None`` → the default policy.
+
+    Raises:
+        PolicyError: missing/unreadable file or invalid content.
+    """
+    if path is None:
+        return Policy()
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise PolicyError(f"{p}: cannot read policy file: {exc.strerror}") from None
+    return parse_policy(text, str(p))
