@@ -1,0 +1,726 @@
+"""Cluster objects (Kubernetes dicts, as ``kubectl get -o yaml`` writes them) → ``ClusterSnapshot``.
+
+Pure: no file I/O (``webhook.dump`` reads files; the cache feeds live objects). Every converter
+takes one object as a plain dict and returns one engine value, raising ``AdapterError`` naming
+the object ("Kind ns/name") and the field for input it cannot read. Kinds handled:
+
+* ``v1`` Node, Pod; ``scheduling.k8s.io/v1`` PriorityClass;
+* ``kueue.x-k8s.io`` (v1beta1, v1beta2; v1alpha1 Cohort) ResourceFlavor, ClusterQueue,
+  LocalQueue, Cohort;
+* ``scheduling.volcano.sh/v1beta1`` Queue and PodGroup; ``scheduling.x-k8s.io/v1alpha1``
+  PodGroup (scheduler-plugins coscheduling).
+
+Anything else is counted in ``ClusterSnapshot.skipped`` by kind, never an error.
+
+Resource amounts are scheduler units (cpu millicores, memory bytes, counts otherwise; see
+``webhook.engine.quantity``). The rules mirror what the API server's defaulting and
+kube-scheduler do, so a dump of an un-defaulted object still reads the way the cluster sees it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from ..engine.model import (
+    BoundPod,
+    ClusterQueue,
+    Cohort,
+    FlavorQuotas,
+    HostPort,
+    KueueState,
+    LocalQueue,
+    Node,
+    PodGroupState,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    Taint,
+    Toleration,
+    VolcanoQueue,
+    VolcanoState,
+    frozen_map,
+)
+from ..engine.quantity import QuantityError, parse_quantity
+from ..engine.snapshot import ClusterSnapshot
+from .errors import AdapterError
+from .podspec import as_int, effective_requests, get_path, resource_map
+
+__all__ = [
+    "build_snapshot",
+    "object_ref",
+    "node_from_k8s",
+    "pod_from_k8s",
+    "pod_is_terminal",
+    "priority_class_from_k8s",
+    "resource_flavor_from_k8s",
+    "cluster_queue_from_k8s",
+    "local_queue_from_k8s",
+    "cohort_from_k8s",
+    "volcano_queue_from_k8s",
+    "pod_group_from_k8s",
+    "parse_time",
+    "SYSTEM_PRIORITY_CLASSES",
+    "TERMINAL_PODS_KEY",
+]
+
+KUEUE = "kueue.x-k8s.io"
+VOLCANO = "scheduling.volcano.sh"
+COSCHEDULING = "scheduling.x-k8s.io"
+SCHEDULING_K8S = "scheduling.k8s.io"
+
+#: Pod → gang keys, checked in this order (Volcano annotation, coscheduling label, Kueue label).
+GANG_ANNOTATION_VOLCANO = "scheduling.k8s.io/group-name"
+GANG_LABEL_COSCHEDULING = "scheduling.x-k8s.io/pod-group"
+GANG_LABEL_KUEUE = "kueue.x-k8s.io/pod-group-name"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+#: The built-in PriorityClasses every API server creates (pkg/apis/scheduling/types.go).
+SYSTEM_PRIORITY_CLASSES: Mapping[str, int] = {
+    "system-cluster-critical": 2000000000,
+    "system-node-critical": 2000001000,
+}
+
+#: ``skipped`` key under which build_snapshot counts Succeeded/Failed pods.
+TERMINAL_PODS_KEY = "Pod (Succeeded/Failed)"
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def object_ref(obj: Mapping) -> str:
+    """``"Kind ns/name"`` (``"Kind name"`` for cluster-scoped objects), for error messages."""
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, ns = meta.get("name"), meta.get("namespace")
+    who = f"{ns}/{name}" if ns else str(name or "<unnamed>")
+    return f"{kind or '<no kind>'} {who}"
+
+
+def _mapping(value: Any, field: str) -> Mapping:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AdapterError(f"expected a mapping, got {type(value).__name__}", field=field)
+    return value
+
+
+def _list(value: Any, field: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AdapterError(f"expected a list, got {type(value).__name__}", field=field)
+    return value
+
+
+def _str_map(value: Any, field: str) -> dict[str, str]:
+    return {str(k): "" if v is None else str(v) for k, v in _mapping(value, field).items()}
+
+
+def _name(obj: Mapping) -> str:
+    name = get_path(obj, "metadata.name")
+    if not isinstance(name, str) or not name:
+        raise AdapterError("expected a non-empty string", field="metadata.name")
+    return name
+
+
+def _namespace(obj: Mapping, default: str = "default") -> str:
+    ns = get_path(obj, "metadata.namespace")
+    if ns is None or ns == "":
+        return default
+    if not isinstance(ns, str):
+        raise AdapterError(f"expected a string, got {type(ns).__name__}", field="metadata.namespace")
+    return ns
+
+
+def _quantity(resource: str, value: Any, field: str) -> int:
+    try:
+        return parse_quantity(resource, value)
+    except QuantityError as exc:
+        raise AdapterError(str(exc).split(": ", 1)[-1], field=field) from None
+
+
+def _bool(value: Any, field: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise AdapterError(f"expected true or false, got {value!r}", field=field)
+
+
+def _signed_int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise AdapterError(f"expected an integer, got {value!r}", field=field)
+    try:
+        return int(value)
+    except ValueError:
+        raise AdapterError(f"expected an integer, got {value!r}", field=field) from None
+
+
+def parse_time(value: Any, field: str) -> float | None:
+    """RFC 3339 timestamp (``"2025-06-01T10:00:00Z"``, metav1.Time) → seconds since the epoch.
+
+    Returns None for a missing value. Raises ``AdapterError`` for text that is not a timestamp.
+    A timestamp without a zone is taken as UTC (metav1.Time always serialises in UTC).
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):  # YAML loaders may already decode timestamps
+        dt = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise AdapterError(f"expected an RFC 3339 time such as 2025-06-01T10:00:00Z, got {value!r}", field=field) from None
+    else:
+        raise AdapterError(f"expected an RFC 3339 time, got {value!r}", field=field)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _taints(value: Any, field: str) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(_list(value, field)):
+        t = _mapping(t, f"{field}[{i}]")
+        key = t.get("key")
+        if not isinstance(key, str) or not key:
+            raise AdapterError("expected a taint with a non-empty key", field=f"{field}[{i}].key")
+        effect = t.get("effect") or "NoSchedule"
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise AdapterError(f"expected NoSchedule, PreferNoSchedule or NoExecute, got {effect!r}", field=f"{field}[{i}].effect")
+        out.append(Taint(key, "" if t.get("value") is None else str(t.get("value")), effect))
+    return tuple(out)
+
+
+def _tolerations(value: Any, field: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, t in enumerate(_list(value, field)):
+        t = _mapping(t, f"{field}[{i}]")
+        op = t.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise AdapterError(f"expected operator Equal or Exists, got {op!r}", field=f"{field}[{i}].operator")
+        out.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- core/v1
+
+
+def node_from_k8s(obj: Mapping) -> Node:
+    """A v1 Node → ``Node``.
+
+    Reads metadata.labels/annotations, spec.taints, spec.unschedulable, the Ready condition
+    (status "True"/"False"/"Unknown" → True/False/None; no Ready condition → None) and
+    status.capacity / status.allocatable in scheduler units. A missing allocatable defaults to
+    capacity, as the API server's ``SetDefaults_NodeStatus`` does. Zero-valued stale extended
+    resources (FIELD-NOTES §1) are kept as 0.
+
+    Raises:
+        AdapterError: no metadata.name, a malformed taint, or a quantity that cannot be read.
+    """
+    try:
+        name = _name(obj)
+        meta = _mapping(obj.get("metadata"), "metadata")
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        capacity = resource_map(status.get("capacity"), "status.capacity")
+        if status.get("allocatable") is None:
+            allocatable = dict(capacity)
+        else:
+            allocatable = resource_map(status.get("allocatable"), "status.allocatable")
+        ready: bool | None = None
+        for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
+            if isinstance(c, Mapping) and c.get("type") == "Ready":
+                s = c.get("status")
+                ready = True if s == "True" else False if s == "False" else None
+        return Node(
+            name=name,
+            labels=frozen_map(_str_map(meta.get("labels"), "metadata.labels")),
+            annotations=frozen_map(_str_map(meta.get("annotations"), "metadata.annotations")),
+            taints=_taints(spec.get("taints"), "spec.taints"),
+            unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable", False),
+            ready=ready,
+            capacity=frozen_map(capacity),
+            allocatable=frozen_map(allocatable),
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def pod_is_terminal(obj: Mapping) -> bool:
+    """True for a Pod in phase Succeeded or Failed: it holds no resources on its node
+    (kube-scheduler and the kubelet's admission ignore such pods)."""
+    return get_path(obj, "status.phase") in ("Succeeded", "Failed")
+
+
+def _host_ports(spec: Mapping) -> tuple[HostPort, ...]:
+    ports = []
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(_list(spec.get(group), f"spec.{group}")):
+            if not isinstance(c, Mapping):
+                continue
+            for j, p in enumerate(c.get("ports") or ()):
+                if isinstance(p, Mapping) and p.get("hostPort"):
+                    port = _signed_int(p["hostPort"], f"spec.{group}[{i}].ports[{j}].hostPort")
+                    ports.append(HostPort(port, str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "")))
+    return tuple(ports)
+
+
+def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
+    meta = _mapping(obj.get("metadata"), "metadata")
+    annotations = _mapping(meta.get("annotations"), "metadata.annotations")
+    labels = _mapping(meta.get("labels"), "metadata.labels")
+    owner_kind = owner_name = ""
+    controller = None
+    refs = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    for ref in refs:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            controller = ref
+            break
+    first = controller or next((r for r in refs if isinstance(r, Mapping)), None)
+    if first is not None:
+        owner_kind, owner_name = str(first.get("kind") or ""), str(first.get("name") or "")
+    group = (
+        annotations.get(GANG_ANNOTATION_VOLCANO)
+        or labels.get(GANG_LABEL_COSCHEDULING)
+        or labels.get(GANG_LABEL_KUEUE)
+    )
+    if group:
+        gang = f"PodGroup/{ns}/{group}"
+    elif controller is not None and controller.get("kind") and controller.get("name"):
+        gang = f"{controller['kind']}/{ns}/{controller['name']}"
+    else:
+        gang = ""
+    return gang, owner_kind, owner_name
+
+
+def pod_from_k8s(
+    obj: Mapping,
+    priority_classes: Mapping[str, int] | None = None,
+    default_priority: int = 0,
+) -> BoundPod:
+    """A v1 Pod → ``BoundPod`` (bound when spec.nodeName is set, Pending otherwise).
+
+    * requests: ``effective_requests(spec)`` (FIELD-NOTES §1: sidecars, init containers,
+      overhead, pod-level resources, limits standing in for missing requests).
+    * priority: spec.priority; else the value of the PriorityClass named by
+      spec.priorityClassName (``priority_classes``, plus the built-in system classes); else
+      ``default_priority`` (the globalDefault class) — the Priority admission plugin's rules.
+      An unknown class name falls back to ``default_priority``.
+    * gang: ``"PodGroup/ns/<group>"`` from annotation scheduling.k8s.io/group-name (Volcano),
+      label scheduling.x-k8s.io/pod-group (coscheduling) or kueue.x-k8s.io/pod-group-name
+      (Kueue pod groups); else the controller ownerReference as ``"Kind/ns/name"``; else "".
+      owner_kind/owner_name come from the controller reference (else the first reference).
+    * queue: label kueue.x-k8s.io/queue-name; start_time: status.startTime (epoch seconds);
+      deadline_s: spec.activeDeadlineSeconds; host_ports: containers' hostPort entries.
+
+    Does not filter terminal pods: ``build_snapshot`` skips them (see ``pod_is_terminal``).
+
+    Raises:
+        AdapterError: no metadata.name, unreadable requests, a bad time or integer field.
+    """
+    try:
+        name = _name(obj)
+        ns = _namespace(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        labels = _mapping(get_path(obj, "metadata.labels"), "metadata.labels")
+        requests = effective_requests(spec, "spec")
+        if spec.get("priority") is not None:
+            priority = _signed_int(spec.get("priority"), "spec.priority")
+        elif spec.get("priorityClassName"):
+            pcn = str(spec["priorityClassName"])
+            classes = priority_classes or {}
+            priority = classes.get(pcn, SYSTEM_PRIORITY_CLASSES.get(pcn, default_priority))
+        else:
+            priority = default_priority
+        gang, owner_kind, owner_name = _gang_and_owner(obj, ns)
+        deadline = spec.get("activeDeadlineSeconds")
+        return BoundPod(
+            namespace=ns,
+            name=name,
+            node_name=str(spec.get("nodeName") or ""),
+            requests=frozen_map(requests),
+            priority=priority,
+            gang=gang,
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            queue=str(labels.get(QUEUE_LABEL) or ""),
+            phase=str(status.get("phase") or "Pending"),
+            start_time=parse_time(status.get("startTime"), "status.startTime"),
+            deadline_s=None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1)),
+            host_ports=_host_ports(spec),
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def priority_class_from_k8s(obj: Mapping) -> tuple[str, int, bool]:
+    """A scheduling.k8s.io/v1 PriorityClass → ``(name, value, globalDefault)``.
+
+    Raises:
+        AdapterError: no name, or a value that is not an integer.
+    """
+    try:
+        name = _name(obj)
+        value = obj.get("value")
+        if value is None:
+            raise AdapterError("expected an integer, the field is missing", field="value")
+        return name, _signed_int(value, "value"), _bool(obj.get("globalDefault"), "globalDefault", False)
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+# ---------------------------------------------------------------- Kueue
+
+
+def resource_flavor_from_k8s(obj: Mapping) -> ResourceFlavor:
+    """A Kueue ResourceFlavor (v1beta1/v1beta2) → ``ResourceFlavor``: spec.nodeLabels,
+    spec.nodeTaints, spec.tolerations, spec.topologyName.
+
+    Raises:
+        AdapterError: no name, malformed taints or tolerations.
+    """
+    try:
+        name = _name(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        topo = spec.get("topologyName")
+        return ResourceFlavor(
+            name=name,
+            node_labels=frozen_map(_str_map(spec.get("nodeLabels"), "spec.nodeLabels")),
+            node_taints=_taints(spec.get("nodeTaints"), "spec.nodeTaints"),
+            tolerations=_tolerations(spec.get("tolerations"), "spec.tolerations"),
+            topology_name=str(topo) if topo else None,
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def _resource_groups(value: Any, field: str) -> tuple[ResourceGroup, ...]:
+    groups = []
+    for g, rg in enumerate(_list(value, field)):
+        gf = f"{field}[{g}]"
+        rg = _mapping(rg, gf)
+        covered = tuple(str(r) for r in _list(rg.get("coveredResources"), f"{gf}.coveredResources"))
+        flavors = []
+        for f, fq in enumerate(_list(rg.get("flavors"), f"{gf}.flavors")):
+            ff = f"{gf}.flavors[{f}]"
+            fq = _mapping(fq, ff)
+            fname = fq.get("name")
+            if not isinstance(fname, str) or not fname:
+                raise AdapterError("expected a flavor name", field=f"{ff}.name")
+            quotas: dict[str, ResourceQuota] = {}
+            for r, rq in enumerate(_list(fq.get("resources"), f"{ff}.resources")):
+                rf = f"{ff}.resources[{r}]"
+                rq = _mapping(rq, rf)
+                rname = rq.get("name")
+                if not isinstance(rname, str) or not rname:
+                    raise AdapterError("expected a resource name", field=f"{rf}.name")
+                nominal = rq.get("nominalQuota")
+                bl, ll = rq.get("borrowingLimit"), rq.get("lendingLimit")
+                quotas[rname] = ResourceQuota(
+                    nominal=0 if nominal is None else _quantity(rname, nominal, f"{rf}.nominalQuota"),
+                    borrowing_limit=None if bl is None else _quantity(rname, bl, f"{rf}.borrowingLimit"),
+                    lending_limit=None if ll is None else _quantity(rname, ll, f"{rf}.lendingLimit"),
+                )
+            flavors.append(FlavorQuotas(fname, frozen_map(quotas)))
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(groups)
+
+
+def _flavor_usage(value: Any, field: str) -> dict[tuple[str, str], int]:
+    usage: dict[tuple[str, str], int] = {}
+    for f, fu in enumerate(_list(value, field)):
+        ff = f"{field}[{f}]"
+        fu = _mapping(fu, ff)
+        fname = str(fu.get("name") or "")
+        for r, ru in enumerate(_list(fu.get("resources"), f"{ff}.resources")):
+            ru = _mapping(ru, f"{ff}.resources[{r}]")
+            rname = str(ru.get("name") or "")
+            total = ru.get("total")
+            usage[(fname, rname)] = 0 if total is None else _quantity(rname, total, f"{ff}.resources[{r}].total")
+    return usage
+
+
+def _preemption(value: Any, field: str) -> dict[str, str]:
+    """spec.preemption flattened to str → str, with Kueue's defaults (Never) filled in."""
+    p = _mapping(value, field)
+    out = {
+        "withinClusterQueue": str(p.get("withinClusterQueue") or "Never"),
+        "reclaimWithinCohort": str(p.get("reclaimWithinCohort") or "Never"),
+    }
+    bwc = _mapping(p.get("borrowWithinCohort"), f"{field}.borrowWithinCohort")
+    out["borrowWithinCohort"] = str(bwc.get("policy") or "Never")
+    if bwc.get("maxPriorityThreshold") is not None:
+        out["borrowWithinCohort.maxPriorityThreshold"] = str(bwc["maxPriorityThreshold"])
+    return out
+
+
+def cluster_queue_from_k8s(obj: Mapping) -> ClusterQueue:
+    """A Kueue ClusterQueue (v1beta1 or v1beta2) → ``ClusterQueue``.
+
+    Cohort: spec.cohort (v1beta1) or spec.cohortName (v1beta2); None when absent.
+    resourceGroups[]: coveredResources, flavors[].resources[] nominalQuota / borrowingLimit /
+    lendingLimit (absent limits → None, Kueue's "unbounded"). queueingStrategy (default
+    BestEffortFIFO), preemption (flattened; Kueue defaults Never), stopPolicy (default None).
+    usage: status.flavorsReservation (quota reserved, what Kueue admits against), falling back
+    to status.flavorsUsage: ``[{name: flavor, resources: [{name, total}]}]`` →
+    ``{(flavor, resource): total}``. pendingWorkloads / admittedWorkloads from status.
+
+    Raises:
+        AdapterError: no name, malformed resource groups or a quota that is not a quantity.
+    """
+    try:
+        name = _name(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        cohort = spec.get("cohortName") or spec.get("cohort")
+        usage_src = status.get("flavorsReservation")
+        usage_field = "status.flavorsReservation"
+        if not usage_src:
+            usage_src, usage_field = status.get("flavorsUsage"), "status.flavorsUsage"
+        stop = spec.get("stopPolicy") or "None"
+        return ClusterQueue(
+            name=name,
+            resource_groups=_resource_groups(spec.get("resourceGroups"), "spec.resourceGroups"),
+            cohort=str(cohort) if cohort else None,
+            usage=frozen_map(_flavor_usage(usage_src, usage_field)),
+            queueing_strategy=str(spec.get("queueingStrategy") or "BestEffortFIFO"),
+            preemption=frozen_map(_preemption(spec.get("preemption"), "spec.preemption")),
+            stop_policy=str(stop),
+            pending_workloads=as_int(status.get("pendingWorkloads"), "status.pendingWorkloads", default=0),
+            admitted_workloads=as_int(status.get("admittedWorkloads"), "status.admittedWorkloads", default=0),
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def local_queue_from_k8s(obj: Mapping) -> LocalQueue:
+    """A Kueue LocalQueue → ``LocalQueue(namespace, name, spec.clusterQueue)``.
+
+    Raises:
+        AdapterError: no name or no spec.clusterQueue.
+    """
+    try:
+        name = _name(obj)
+        cq = get_path(obj, "spec.clusterQueue")
+        if not isinstance(cq, str) or not cq:
+            raise AdapterError("expected the name of a ClusterQueue", field="spec.clusterQueue")
+        return LocalQueue(_namespace(obj), name, cq)
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def cohort_from_k8s(obj: Mapping) -> Cohort:
+    """A Kueue Cohort (v1alpha1/v1beta1 spec.parent, v1beta2 spec.parentName) → ``Cohort``
+    with its own spec.resourceGroups.
+
+    Raises:
+        AdapterError: no name, malformed resource groups.
+    """
+    try:
+        name = _name(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        parent = spec.get("parentName") or spec.get("parent")
+        return Cohort(
+            name=name,
+            parent=str(parent) if parent else None,
+            resource_groups=_resource_groups(spec.get("resourceGroups"), "spec.resourceGroups"),
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+# ---------------------------------------------------------------- Volcano / coscheduling
+
+
+def volcano_queue_from_k8s(obj: Mapping) -> VolcanoQueue:
+    """A Volcano Queue (scheduling.volcano.sh/v1beta1) → ``VolcanoQueue``.
+
+    spec.capability (hard cap; absent resource = unbounded), spec.deserved,
+    spec.guarantee.resource, spec.weight (default 1), spec.reclaimable (default true),
+    status.state (default Open, as the queue controller sets it), status.allocated,
+    spec.parent (hierarchical queues).
+
+    Raises:
+        AdapterError: no name, a quantity or weight that cannot be read.
+    """
+    try:
+        name = _name(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        parent = spec.get("parent")
+        return VolcanoQueue(
+            name=name,
+            capability=frozen_map(resource_map(spec.get("capability"), "spec.capability")),
+            deserved=frozen_map(resource_map(spec.get("deserved"), "spec.deserved")),
+            guarantee=frozen_map(resource_map(get_path(spec, "guarantee.resource"), "spec.guarantee.resource")),
+            weight=as_int(spec.get("weight"), "spec.weight", default=1),
+            state=str(status.get("state") or "Open"),
+            reclaimable=_bool(spec.get("reclaimable"), "spec.reclaimable", True),
+            allocated=frozen_map(resource_map(status.get("allocated"), "status.allocated")),
+            parent=str(parent) if parent else None,
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+def pod_group_from_k8s(obj: Mapping) -> PodGroupState:
+    """A PodGroup → ``PodGroupState``: Volcano (scheduling.volcano.sh) or scheduler-plugins
+    coscheduling (scheduling.x-k8s.io), recorded in ``api_group``.
+
+    spec.queue (Volcano's default queue is "default"; coscheduling has none → ""),
+    spec.minMember (absent → 0, the Go zero value both APIs decode it to), spec.minResources,
+    status.phase, status.running.
+
+    Raises:
+        AdapterError: no name, a bad minMember or quantity.
+    """
+    try:
+        name = _name(obj)
+        spec = _mapping(obj.get("spec"), "spec")
+        status = _mapping(obj.get("status"), "status")
+        group = str(obj.get("apiVersion") or "").split("/", 1)[0]
+        queue = spec.get("queue")
+        if not queue and group == VOLCANO:
+            queue = "default"
+        return PodGroupState(
+            namespace=_namespace(obj),
+            name=name,
+            queue=str(queue or ""),
+            min_member=as_int(spec.get("minMember"), "spec.minMember", default=0),
+            min_resources=frozen_map(resource_map(spec.get("minResources"), "spec.minResources")),
+            phase=str(status.get("phase") or ""),
+            running=as_int(status.get("running"), "status.running", default=0),
+            api_group=group or VOLCANO,
+        )
+    except AdapterError as exc:
+        raise exc.within(obj=object_ref(obj))
+
+
+# ---------------------------------------------------------------- the snapshot
+
+
+def _flatten(objects: Iterable[Any]) -> Iterable[tuple[int, Any]]:
+    """Yield (position, object), expanding ``kind: List`` / ``*List`` wrappers."""
+    for pos, obj in enumerate(objects):
+        if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List") and isinstance(obj.get("items"), list):
+            item_kind = obj["kind"][: -len("List")]
+            for item in obj["items"]:
+                if isinstance(item, Mapping) and item_kind and "kind" not in item:
+                    item = {**item, "kind": item_kind, "apiVersion": obj.get("apiVersion", "")}
+                yield pos, item
+        else:
+            yield pos, obj
+
+
+def build_snapshot(objects: Iterable[dict], source: str = "") -> ClusterSnapshot:
+    """Turn Kubernetes objects (dicts) into a ``ClusterSnapshot``.
+
+    Args:
+        objects: any mix of kinds, in any order (``kind: List`` wrappers are expanded).
+            PriorityClasses are read first so a Pod's priorityClassName resolves wherever the
+            class appears. A later object with the same kind and name replaces an earlier one.
+        source: where the objects came from (a path, "demo", "live"); put on the snapshot and
+            in error messages.
+
+    Returns:
+        A ``ClusterSnapshot``. Pods in phase Succeeded/Failed are left out (they hold nothing,
+        as in kube-scheduler) and counted in ``skipped`` under ``TERMINAL_PODS_KEY``; every
+        object of a kind the engine does not use is counted in ``skipped`` by kind
+        (``{"Event": 3, "Service": 1}``).
+
+    Raises:
+        AdapterError: an object that is not a mapping or a known kind that cannot be read;
+            the message names ``source``, the object ("Kind ns/name") and the field. The
+            attribute ``position`` on the error is the index of the offending object in
+            ``objects``, so a caller reading files can name the file and document.
+    """
+    items = list(_flatten(objects))
+    nodes: dict[str, Node] = {}
+    pods: dict[tuple[str, str], BoundPod] = {}
+    flavors: dict[str, ResourceFlavor] = {}
+    cqs: dict[str, ClusterQueue] = {}
+    lqs: dict[tuple[str, str], LocalQueue] = {}
+    cohorts: dict[str, Cohort] = {}
+    vqueues: dict[str, VolcanoQueue] = {}
+    pgs: dict[tuple[str, str], PodGroupState] = {}
+    priority_classes: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    default_priority = 0
+
+    def fail(exc: AdapterError, pos: int) -> AdapterError:
+        exc.position = pos  # type: ignore[attr-defined]
+        return exc.within(source=source)
+
+    def group_of(obj: Mapping) -> str:
+        api = str(obj.get("apiVersion") or "")
+        return api.split("/", 1)[0] if "/" in api else ""
+
+    # Pass 1: PriorityClasses (pods refer to them by name), and shape checks.
+    for pos, obj in items:
+        if not isinstance(obj, Mapping):
+            raise fail(AdapterError(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}"), pos)
+        if obj.get("kind") == "PriorityClass" and group_of(obj) == SCHEDULING_K8S:
+            try:
+                name, value, is_default = priority_class_from_k8s(obj)
+            except AdapterError as exc:
+                raise fail(exc, pos)
+            priority_classes[name] = value
+            if is_default:
+                default_priority = value
+
+    for pos, obj in items:
+        kind, group = obj.get("kind"), group_of(obj)
+        try:
+            if group == "" and kind == "Node":
+                node = node_from_k8s(obj)
+                nodes[node.name] = node
+            elif group == "" and kind == "Pod":
+                if pod_is_terminal(obj):
+                    skipped[TERMINAL_PODS_KEY] = skipped.get(TERMINAL_PODS_KEY, 0) + 1
+                    continue
+                pod = pod_from_k8s(obj, priority_classes, default_priority)
+                pods[(pod.namespace, pod.name)] = pod
+            elif group == SCHEDULING_K8S and kind == "PriorityClass":
+                pass  # pass 1
+            elif group == KUEUE and kind == "ResourceFlavor":
+                rf = resource_flavor_from_k8s(obj)
+                flavors[rf.name] = rf
+            elif group == KUEUE and kind == "ClusterQueue":
+                cq = cluster_queue_from_k8s(obj)
+                cqs[cq.name] = cq
+            elif group == KUEUE and kind == "LocalQueue":
+                lq = local_queue_from_k8s(obj)
+                lqs[(lq.namespace, lq.name)] = lq
+            elif group == KUEUE and kind == "Cohort":
+                co = cohort_from_k8s(obj)
+                cohorts[co.name] = co
+            elif group == VOLCANO and kind == "Queue":
+                vq = volcano_queue_from_k8s(obj)
+                vqueues[vq.name] = vq
+            elif group in (VOLCANO, COSCHEDULING) and kind == "PodGroup":
+                pg = pod_group_from_k8s(obj)
+                pgs[(pg.namespace, pg.name)] = pg
+            else:
+                key = str(kind) if kind else "<no kind>"
+                skipped[key] = skipped.get(key, 0) + 1
+        except AdapterError as exc:
+            raise fail(exc, pos)
+
+    return ClusterSnapshot(
+        nodes.values(),
+        pods.values(),
+        kueue=KueueState(frozen_map(flavors), frozen_map(cqs), frozen_map(lqs), frozen_map(cohorts)),
+        volcano=VolcanoState(frozen_map(vqueues), frozen_map(pgs)),
+        priority_classes=priority_classes,
+        skipped=skipped,
+        source=source,
+    )
