@@ -275,8 +275,10 @@ def test_lws_groups_of_leader_and_workers():
         "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "leaderTemplate": tmpl(0, "4"), "workerTemplate": tmpl(8, "100")}},
     }
     g = adapt(obj)
-    assert shape(g) == [("leader", 2, 2), ("worker", 6, 6)]
-    assert g.total_requests()["nvidia.com/gpu"] == 48
+    # The gang is one group (1 leader + 3 workers); the LWS creates 2 such groups.
+    assert shape(g) == [("leader", 1, 2), ("worker", 3, 6)]
+    assert g.groups == 2
+    assert g.total_requests()["nvidia.com/gpu"] == 24
     assert codes(g) == [("LeaderWorkerGroups", "Info")]
     assert g.findings[0].data == {"groups": 2, "size": 4}
     # without a leaderTemplate the leader uses the worker template; size and replicas default to 1
@@ -284,6 +286,7 @@ def test_lws_groups_of_leader_and_workers():
     del obj["spec"]["replicas"], obj["spec"]["leaderWorkerTemplate"]["size"]
     g = adapt(obj)
     assert shape(g) == [("leader", 1, 1)]
+    assert g.groups == 1
     assert g.pod_sets[0].requests["nvidia.com/gpu"] == 8
 
 

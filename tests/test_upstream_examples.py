@@ -75,7 +75,8 @@ def _shape(g):
     [
         ("kueue/pytorchjob-sample.yaml", "PyTorchJob", 2, [("Master", 1, 1), ("Worker", 1, 1)], {"cpu": 2000, "memory": 400 * 2**20}),
         ("volcano/vcjob-mindspore-gpu.yaml", "Job", 3, [("mpimaster", 1, 1), ("mpiworker", 2, 2)], {"nvidia.com/gpu": 2}),
-        ("lws/lws-vllm-gpu.yaml", "LeaderWorkerSet", 4, [("leader", 2, 2), ("worker", 2, 2)], {"nvidia.com/gpu": 32, "cpu": 500_000}),
+        # one group of the LWS (leader + 1 worker); the LWS creates 2 groups
+        ("lws/lws-vllm-gpu.yaml", "LeaderWorkerSet", 2, [("leader", 1, 2), ("worker", 1, 2)], {"nvidia.com/gpu": 16, "cpu": 250_000}),
         ("mpi-operator/tensorflow-benchmarks-gpu.yaml", "MPIJob", 3, [("Launcher", 1, 1), ("Worker", 2, 2)], {"nvidia.com/gpu": 2}),
         ("kuberay/rayjob-sample.yaml", "RayJob", 3, [("head", 1, 1), ("small-group", 1, 1), ("submitter", 1, 1)], {"cpu": 1000 + 200 + 500}),
         ("kuberay/raycluster-tpu-v6e-16-multihost.yaml", "RayCluster", 5, [("head", 1, 1), ("tpu-group", 4, 4)], {"google.com/tpu": 16}),

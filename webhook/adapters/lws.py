@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from dataclasses import replace
+
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, mapping
 from .errors import AdapterError
@@ -19,10 +21,11 @@ __all__ = ["adapt_lws"]
 
 
 def adapt_lws(obj: Mapping) -> GangRequest:
-    """A LeaderWorkerSet as pod sets ``"leader"`` (count = replicas) and ``"worker"``
-    (count = replicas × (size − 1), omitted when size is 1).
+    """A LeaderWorkerSet as one group: pod sets ``"leader"`` (count 1, replicas = groups) and
+    ``"worker"`` (count size − 1, replicas = groups × (size − 1), omitted when size is 1), with
+    ``GangRequest.groups`` = spec.replicas. Each group starts on its own (LWS gang semantics).
 
-    Example: replicas 2, size 2, 8 GPUs each → 2 leaders + 2 workers = 4 pods, 32 GPUs.
+    Example: replicas 2, size 2, 8 GPUs each → a gang of 1 leader + 1 worker (16 GPUs), groups 2.
     Adds an Info finding ``LeaderWorkerGroups``: each group of ``size`` pods must start
     together; groups are placed independently.
 
@@ -43,10 +46,14 @@ def adapt_lws(obj: Mapping) -> GangRequest:
     leader_field = "spec.leaderWorkerTemplate.leaderTemplate"
     if leader_t is None:
         leader_t, leader_field = worker_t, "spec.leaderWorkerTemplate.workerTemplate"
-    pod_sets = [pod_set_from_template("leader", leader_t, replicas, field=leader_field)]
+    # The gang is one group (leader + size-1 workers); ``groups`` says how many the LWS creates.
+    pod_sets = [pod_set_from_template("leader", leader_t, 1 if replicas else 0, replicas, field=leader_field)]
     if size > 1:
         pod_sets.append(
-            pod_set_from_template("worker", worker_t, replicas * (size - 1), field="spec.leaderWorkerTemplate.workerTemplate")
+            pod_set_from_template(
+                "worker", worker_t, (size - 1) if replicas else 0, replicas * (size - 1),
+                field="spec.leaderWorkerTemplate.workerTemplate",
+            )
         )
     finding = Finding(
         "LeaderWorkerGroups",
@@ -55,4 +62,4 @@ def adapt_lws(obj: Mapping) -> GangRequest:
         f"together; groups are placed independently",
         {"groups": replicas, "size": size},
     )
-    return build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t])
+    return replace(build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t]), groups=replicas)

@@ -459,6 +459,16 @@ def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | 
         if placed_now is None:
             _now_findings(snap, gang, evals, options, findings)
 
+    if evals and not never:
+        _group_findings(gang, evals, findings)
+        _competition_findings(snap, gang, evals, options, findings)
+    if quota is not None and quota.system == "kueue":
+        cq = snap.kueue.cluster_queues.get(quota.report.get("cluster_queue", ""))
+        if cq is not None and cq.queueing_strategy == "StrictFIFO" and cq.pending_workloads > 0:
+            findings.append(Finding("HeadOfLineBlocking", "Info",
+                f"ClusterQueue {cq.name} is StrictFIFO with {cq.pending_workloads} pending workload(s) ahead; "
+                "the head blocks everything behind it, whatever flavor it waits for",
+                {"cluster_queue": cq.name, "pending_workloads": cq.pending_workloads}))
     waits = any(f.severity == WAITS for f in findings)
     if never:
         verdict = NEVER_FITS
@@ -491,7 +501,7 @@ def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | 
         "total_requests": gang.total_requests(),
     }
     message = _message(gang, verdict, findings, nodes, frag)
-    warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info") and verdict != NEVER_FITS]
+    warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info")]
     return Decision(verdict, reasons, message, warnings, findings, gang_info, nodes,
                     quota.report if quota else None, frag, placement)
 
@@ -516,12 +526,59 @@ def _message(gang: GangRequest, verdict: str, findings: list[Finding], nodes: di
     who = f"{gang.kind} {gang.namespace}/{gang.name} ({gang.pods} pods)"
     if verdict == NEVER_FITS:
         f = next(f for f in findings if f.severity == NEVER_FITS)
-        return f"{who} can never start: {f.message}.{_hint(gang, f)}"
+        also = "".join(f" {g.message}." for g in findings if g.code in _EXPLAINS_DENIAL)
+        return f"{who} can never start: {f.message}.{_hint(gang, f)}{also}"
     if verdict == FITS:
         return f"{who} fits now: {nodes.get('fit_now', 0)} node(s) can take its main pod shape."
     blocking = [f for f in findings if f.severity == WAITS]
     head = blocking[0].message if blocking else "waits"
     return f"{who} can start, but not now: {head}."
+
+
+#: Adapter lints that explain a denial (e.g. a defaulted minAvailable), told with it.
+_EXPLAINS_DENIAL = ("MinAvailableDefaulted", "MinAvailableBelowTasks", "GangMinimumBelowReplicas")
+
+
+def _group_findings(gang: GangRequest, evals: list[_PodSetEval], findings: list[Finding]) -> None:
+    """A workload of several independent groups (LeaderWorkerSet): how many fit at once."""
+    if gang.groups <= 1:
+        return
+    ever = min((int(ev.k_ever.sum()) // ev.ps.count for ev in evals if ev.ps.count), default=0)
+    now = min((int(ev.k_now.sum()) // ev.ps.count for ev in evals if ev.ps.count), default=0)
+    if ever < gang.groups:
+        findings.append(Finding("GroupsExceedCapacity", WAITS,
+            f"only {ever} of {gang.groups} groups of {gang.pods} pods can run at once even on the empty cluster; "
+            "the rest will wait", {"groups": gang.groups, "groups_possible": ever, "groups_now": now}))
+    elif now < gang.groups:
+        findings.append(Finding("GroupsWait", "Info",
+            f"{now} of {gang.groups} groups of {gang.pods} pods fit now; the others wait",
+            {"groups": gang.groups, "groups_now": now}))
+
+
+def _competition_findings(snap, gang, evals, options, findings) -> None:
+    """Pending pods of other gangs asking for the same GPUs (coscheduling Permit / Volcano
+    allocate races, cases C15/C16): warn when together they exceed what is free."""
+    gpu = next((r for ps in gang.pod_sets for r in ps.requests if options.is_gpu(r) and ps.requests[r]), None)
+    if gpu is None or gpu not in snap.col:
+        return
+    mine = sum(ps.requests.get(gpu, 0) * ps.count for ps in gang.pod_sets)
+    others: dict[str, int] = {}
+    for p in snap.pods:
+        if not p.node_name and p.requests.get(gpu, 0) and p.gang != gang.key and not (
+                p.namespace == gang.namespace and gang.name and p.gang.endswith(f"/{gang.namespace}/{gang.name}")):
+            key = p.gang or f"Pod/{p.namespace}/{p.name}"
+            others[key] = others.get(key, 0) + p.requests[gpu]
+    if not others:
+        return
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.now_mask
+    free = int(np.maximum(snap.free[union, snap.col[gpu]], 0).sum())
+    pending = sum(others.values())
+    if mine + pending > free:
+        findings.append(Finding("CompetingPendingGangs", "Info",
+            f"{len(others)} other pending gang(s) want {pending} {gpu}; with this one {mine + pending} > {free} free: "
+            "they will serialize", {"gangs": sorted(others), "pending": pending, "free": free}))
 
 
 def _hint(gang: GangRequest, f: Finding) -> str:

@@ -283,7 +283,8 @@ class GangRequest:
 
     ``queue_name`` is the Kueue LocalQueue (label kueue.x-k8s.io/queue-name), ``volcano_queue``
     the Volcano queue; ``findings`` carries the adapter's own lints (InvalidGang, …).
-    ``min_member`` is the gang minimum in pods (Σ pod_set.count unless the workload says more).
+    ``groups``: how many such gangs the workload creates, each starting on its own (a
+    LeaderWorkerSet's replicas); the pod sets describe one group.
     """
 
     kind: str
@@ -297,6 +298,7 @@ class GangRequest:
     findings: tuple[Finding, ...] = ()
     labels: Mapping[str, str] = _empty()
     annotations: Mapping[str, str] = _empty()
+    groups: int = 1
 
     @property
     def pods(self) -> int:

@@ -41,6 +41,30 @@ GPU = "nvidia.com/gpu"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 
 
+#: MIG slices per GPU for the uniform ``all-<profile>`` layouts of nvidia-mig-parted's default
+#: config (A100/H100: seven 1g, three 2g, two 3g, one 4g, one 7g slice per GPU).
+MIG_SLICES_PER_GPU = {"1g": 7, "2g": 3, "3g": 2, "4g": 1, "7g": 1}
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
+
+def expected_mig_slices(labels: Mapping[str, str]) -> tuple[str, int] | None:
+    """(resource, slices) a node should advertise for a uniform MIG layout, else None.
+
+    ``nvidia.com/mig.config=all-1g.10gb`` on a node with ``nvidia.com/gpu.count=1`` →
+    ("nvidia.com/mig-1g.10gb", 7). Only the ``all-<profile>`` layouts are understood.
+    """
+    config = labels.get(MIG_CONFIG_LABEL, "")
+    if not config.startswith("all-") or config in ("all-disabled", "all-enabled", "all-balanced"):
+        return None
+    profile = config[4:]
+    per_gpu = MIG_SLICES_PER_GPU.get(profile.split(".", 1)[0])
+    if per_gpu is None:
+        return None
+    count = labels.get(GPU_COUNT_LABEL, "1")
+    gpus = int(count) if count.isdigit() else 1
+    return f"nvidia.com/mig-{profile}", per_gpu * gpus
+
+
 @dataclass(frozen=True, slots=True)
 class NodeClass:
     """Nodes that look the same to the label and taint filters."""
@@ -104,9 +128,17 @@ class ClusterSnapshot:
         for r in extra_resources:
             names.setdefault(r, None)
         labelled_gpus: dict[int, int] = {}
+        mig_expected: dict[int, tuple[str, int]] = {}
+        for i, n in enumerate(self.nodes):
+            exp = expected_mig_slices(n.labels)
+            if exp is not None and exp[1] > n.capacity.get(exp[0], 0):
+                mig_expected[i] = exp
+                names.setdefault(exp[0], None)
         for i, n in enumerate(self.nodes):
             count = n.labels.get(GPU_COUNT_LABEL)
-            if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0):
+            mig_mixed = n.labels.get("nvidia.com/mig.strategy") == "mixed" and n.labels.get(
+                MIG_CONFIG_LABEL, "all-disabled") != "all-disabled"
+            if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0) and not mig_mixed:
                 labelled_gpus[i] = int(count)
                 names.setdefault(GPU, None)
         by_node: dict[str, list[BoundPod]] = {}
@@ -158,6 +190,10 @@ class ClusterSnapshot:
             # GPU feature discovery says the node has GPUs the device plugin does not advertise:
             # the plugin is down (FIELD-NOTES §4), a repairable state.
             ever[i, col[GPU]] = max(int(ever[i, col[GPU]]), count)
+        for i, (r, count) in mig_expected.items():
+            # nvidia.com/mig.config names a layout the node advertises fewer slices of: the MIG
+            # manager or the device plugin is behind (FIELD-NOTES §4), a repairable state.
+            ever[i, col[r]] = max(int(ever[i, col[r]]), count)
         self.ever_alloc = ever
         for m in (self.alloc, self.cap, self.used, self.free, self.ever_alloc):
             m.setflags(write=False)
