@@ -341,7 +341,12 @@ def evaluate_volcano(gang: GangRequest, volcano, cluster_gpus: dict[str, int] | 
                 f"insufficient unused quota for {r} in Volcano queue {name}: {_fmt(r, used)} of {_fmt(r, cap)} allocated, "
                 f"{_fmt(r, used + v - cap)} more needed", {"resource": r, "more_needed": used + v - cap, "queue": name}))
     # Deserved share (proportion plugin): a gang larger than the share may starve while other queues are busy.
+    # Proportion shares the cluster among queues with demand (PodGroups not yet Completed);
+    # without PodGroups in the data every open queue counts.
     open_queues = [o for o in volcano.queues.values() if o.state in ("", "Open")]
+    busy = {pg.queue for pg in volcano.pod_groups.values() if pg.phase not in ("Completed", "")} | {name}
+    if volcano.pod_groups:
+        open_queues = [o for o in open_queues if o.name in busy]
     weights = sum(max(1, o.weight) for o in open_queues) or 1
     for r, v in need.items():
         deserved = q.deserved.get(r)
