@@ -21,7 +21,7 @@ import numpy as np
 from .decision import FITS, NEVER_FITS, WAITS, Decision
 from .filters import R_PORTS, Constraints, FilterResult, filter_nodes
 from .fit import Demand, Shape, pods_per_node, place, resource_reasons, shape_of
-from .model import Finding, GangRequest, PodSet, ResourceFlavor
+from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
@@ -308,14 +308,14 @@ def _now_findings(snap, gang, evals, options, findings) -> None:
     for r, need in gpu_need.items():
         c = snap.col.get(r)
         free = int(np.maximum(snap.free[union_now, c], 0).sum()) if c is not None else 0
-        main = _primary(list(gang.pod_sets), options)
+        main = _primary([e.ps for e in evals], options)
         ev = next(e for e in evals if e.ps is main)
         if free >= need:
             findings.append(Finding("Fragmented", WAITS,
                 f"fragmented: {free} {r} free on eligible nodes, but only {int(np.count_nonzero(ev.k_now))} node(s) can host a "
-                f"{format_quantity(r, main.requests.get(r, 0))}-{r} pod now; need {_same_shape_pods(list(gang.pod_sets), main)}",
+                f"{format_quantity(r, main.requests.get(r, 0))}-{r} pod now; need {_same_shape_pods([e.ps for e in evals], main)}",
                 {"resource": r, "free": free, "needed": need, "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
-                 "pods_needed": _same_shape_pods(list(gang.pod_sets), main)}))
+                 "pods_needed": _same_shape_pods([e.ps for e in evals], main)}))
         else:
             findings.append(Finding("InsufficientCapacity", WAITS,
                 f"needs {need} {r}; {free} free on eligible nodes now",
@@ -388,11 +388,9 @@ def _lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, f
         return
     for fname, per in limits.items():
         flavor = snap.kueue.flavors.get(fname) or ResourceFlavor(fname)
-        # Only the flavor's labels narrow here: a taint on its nodes is the pod's business.
-        mask = np.fromiter(
-            (all(n.labels.get(k) == v for k, v in flavor.node_labels.items()) for n in snap.nodes),
-            dtype=bool, count=len(snap.nodes),
-        )
+        # Only the flavor's labels narrow here (tolerate everything): taints are the pod's business.
+        anything = PodSet("lint", 0, {}, tolerations=(Toleration(operator="Exists"),))
+        mask = filter_nodes(snap, Constraints(anything, flavor.node_labels), ever=True).mask
         for r, lim in per.items():
             if not options.is_gpu(r) or r not in snap.col:
                 continue

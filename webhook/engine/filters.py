@@ -136,15 +136,17 @@ class FilterResult:
     """Outcome of the label/taint filters over all nodes.
 
     ``mask``: bool array [nodes], True where the node passes. ``reasons``: the first failing
-    filter's reason (None = passes), one per node when ``per_node`` else one per static class.
+    filter's reason (None = passes), one per node when ``per_node`` else one per class of
+    ``node_class`` (class id per node).
     """
 
     mask: np.ndarray
     reasons: list[str | None]
     per_node: bool
+    node_class: np.ndarray | None = None
 
     def node_reason(self, snap: ClusterSnapshot, i: int) -> str | None:
-        return self.reasons[i] if self.per_node else self.reasons[int(snap.node_class[i])]
+        return self.reasons[i] if self.per_node else self.reasons[int(self.node_class[i])]
 
     def histogram(self, snap: ClusterSnapshot) -> dict[str, int]:
         """Reason → number of nodes it rules out."""
@@ -156,7 +158,7 @@ class FilterResult:
             return out
         if not len(snap.nodes):
             return out
-        counts = np.bincount(snap.node_class, minlength=len(snap.classes))
+        counts = np.bincount(self.node_class, minlength=len(self.reasons))
         for cid, r in enumerate(self.reasons):
             if r is not None and counts[cid]:
                 out[r] = out.get(r, 0) + int(counts[cid])
@@ -177,9 +179,13 @@ def filter_nodes(
         ]
         mask = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
         return FilterResult(mask, reasons, True)
+    keys = set(c.selector())
+    for t in c.pod_set.required_affinity:
+        keys |= t.label_keys()
+    node_class, classes = snap.projected_classes(frozenset(keys))
     class_reasons = [
-        _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient) for k in snap.classes
+        _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient) for k in classes
     ]
     ok = np.fromiter((r is None for r in class_reasons), dtype=bool, count=len(class_reasons))
-    mask = ok[snap.node_class] if len(snap.nodes) else np.zeros(0, dtype=bool)
-    return FilterResult(mask, class_reasons, False)
+    mask = ok[node_class] if len(snap.nodes) else np.zeros(0, dtype=bool)
+    return FilterResult(mask, class_reasons, False, node_class)

@@ -213,8 +213,36 @@ class ClusterSnapshot:
         node_class.setflags(write=False)
         self.node_class = node_class
         self.classes: tuple[NodeClass, ...] = tuple(reps)
+        self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
 
     # ------------------------------------------------------------------ helpers
+    def projected_classes(self, keys: frozenset[str]) -> tuple[np.ndarray, tuple[NodeClass, ...]]:
+        """Static classes that keep only the label ``keys`` a rule reads (plus taints, cordon,
+        Ready): far fewer classes than ``classes`` when nodes differ in unrelated labels
+        (racks, zones). Cached per key set; returns (class id per node, class representatives).
+        """
+        hit = self._projections.get(keys)
+        if hit is not None:
+            return hit
+        remap: dict[tuple, int] = {}
+        reps: list[NodeClass] = []
+        of_class = np.zeros(len(self.classes), dtype=np.int32)
+        for cid, k in enumerate(self.classes):
+            labels = tuple(sorted((a, b) for a, b in k.labels.items() if a in keys))
+            key = (labels, k.taints, k.unschedulable, k.ready)
+            pid = remap.get(key)
+            if pid is None:
+                pid = len(reps)
+                remap[key] = pid
+                reps.append(NodeClass(MappingProxyType(dict(labels)), k.taints, k.unschedulable, k.ready))
+            of_class[cid] = pid
+        per_node = of_class[self.node_class] if len(self.nodes) else np.zeros(0, dtype=np.int32)
+        per_node.setflags(write=False)
+        result = (per_node, tuple(reps))
+        if len(self._projections) < 256:
+            self._projections[keys] = result
+        return result
+
     def column(self, resource: str) -> int | None:
         """Column index of ``resource`` or None when no node or pod mentions it."""
         return self.col.get(resource)
