@@ -14,7 +14,8 @@ Adapters are pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..engine.model import GangRequest
 from . import batch, coscheduling, jobset, kubeflow, kueue_pods, lws, ray, volcano

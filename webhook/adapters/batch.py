@@ -9,7 +9,7 @@ many pods, so the gang minimum is the annotation and the full parallelism stays 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, mapping

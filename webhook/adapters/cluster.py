@@ -20,7 +20,8 @@ kube-scheduler do, so a dump of an un-defaulted object still reads the way the c
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..engine.model import (
     BoundPod,

@@ -18,7 +18,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..engine.model import Finding, GangRequest, PodSet, frozen_map
 from .errors import AdapterError

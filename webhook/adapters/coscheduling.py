@@ -8,7 +8,7 @@ There is no pod template, so the members are modelled as ``minMember`` equal pod
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import GangRequest
 from .common import build_gang, mapping, pod_group_pod_set

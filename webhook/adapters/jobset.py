@@ -7,7 +7,7 @@ the Job's running pods (``parallelism`` default 1, capped by ``completions``, as
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import GangRequest
 from .batch import job_pod_count

@@ -15,7 +15,7 @@ size: the operator creates every pod, the gang scheduler starts the job with the
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import Finding, GangRequest, PodSet
 from .common import build_gang, count_field, mapping, split_api_version

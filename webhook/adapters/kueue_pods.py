@@ -9,7 +9,7 @@ not a gang.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, mapping, string_map

@@ -8,7 +8,7 @@ Kueue's LWS integration likewise makes a "leader" and a "worker" pod set per gro
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from dataclasses import replace
 

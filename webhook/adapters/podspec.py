@@ -13,7 +13,8 @@ Rules mirror Kubernetes (FIELD-NOTES §1):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..engine.model import (
     HostPort,

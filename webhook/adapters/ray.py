@@ -19,7 +19,7 @@ submitter).
 from __future__ import annotations
 
 import copy
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import GangRequest, PodSet
 from .common import build_gang, count_field, list_of, mapping

@@ -29,7 +29,7 @@ counting 6 would risk a false NeverFits. Findings:
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, list_of, mapping, pod_group_pod_set

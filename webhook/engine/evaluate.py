@@ -29,7 +29,6 @@ from .snapshot import ClusterSnapshot
 __all__ = ["EngineOptions", "evaluate", "DEFAULT_GPU_RESOURCES"]
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 SAMPLES = 3
 
 # Order in which findings are told (most important first).
@@ -140,14 +139,17 @@ def _node_report(snap: ClusterSnapshot, ev: _PodSetEval) -> dict[str, Any]:
     hist = ev.now_filter.histogram(snap)
     samples: dict[str, list[str]] = {}
     filt = ev.now_filter
-    failed = ~filt.mask
-    if failed.any():
-        for i in np.flatnonzero(failed):
-            r = filt.node_reason(snap, int(i))
+    if filt.per_node:
+        for i in np.flatnonzero(~filt.mask):
+            r = filt.reasons[int(i)]
             if r is not None and len(samples.setdefault(r, [])) < SAMPLES:
                 samples[r].append(snap.nodes[int(i)].name)
-            if len(samples) == len(hist) and all(len(v) >= min(SAMPLES, hist[k]) for k, v in samples.items()):
-                break
+    else:
+        for cid, r in enumerate(filt.reasons):
+            if r is not None and len(samples.get(r, ())) < SAMPLES:
+                idx = np.flatnonzero(filt.node_class == cid)[:SAMPLES]
+                samples.setdefault(r, []).extend(_samples(snap, idx))
+                samples[r] = samples[r][:SAMPLES]
     passing = filt.mask.copy()
     if ev.port_blocked is not None:
         blocked = passing & ev.port_blocked
@@ -215,7 +217,7 @@ def _fragmentation(snap: ClusterSnapshot, ev: _PodSetEval, options: EngineOption
 
 def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     """Add NeverFits findings that capacity bounds prove (per pod set, then gang totals)."""
-    mig_pending = any(n.labels.get(MIG_STATE_LABEL) in ("pending", "rebooting") for n in snap.nodes)
+    mig_pending = snap.mig_reconfiguring
     for ev in evals:
         ps = ev.ps
         if ps.count <= 0:
@@ -561,8 +563,8 @@ def _competition_findings(snap, gang, evals, options, findings) -> None:
         return
     mine = sum(ps.requests.get(gpu, 0) * ps.count for ps in gang.pod_sets)
     others: dict[str, int] = {}
-    for p in snap.pods:
-        if not p.node_name and p.requests.get(gpu, 0) and p.gang != gang.key and not (
+    for p in snap.pending_pods:
+        if p.requests.get(gpu, 0) and p.gang != gang.key and not (
                 p.namespace == gang.namespace and gang.name and p.gang.endswith(f"/{gang.namespace}/{gang.name}")):
             key = p.gang or f"Pod/{p.namespace}/{p.name}"
             others[key] = others.get(key, 0) + p.requests[gpu]

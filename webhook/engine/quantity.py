@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 __all__ = ["QuantityError", "parse_quantity", "format_quantity", "CPU"]
 
@@ -40,6 +41,18 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(resource: str, value: object) -> int:
+    """Parse one quantity for ``resource`` (see ``_parse``); strings are memoised."""
+    if isinstance(value, str):
+        return _parse_cached(resource, value)
+    return _parse(resource, value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(resource: str, value: str) -> int:
+    return _parse(resource, value)
+
+
+def _parse(resource: str, value: object) -> int:
     """Parse one quantity for ``resource``.
 
     Args:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -214,6 +214,12 @@ class ClusterSnapshot:
         self.node_class = node_class
         self.classes: tuple[NodeClass, ...] = tuple(reps)
         self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
+        #: Pods not bound to a node (Pending), kept apart so checks never rescan every pod.
+        self.pending_pods: tuple[BoundPod, ...] = tuple(p for p in self.pods if not p.node_name)
+        #: True when some node's MIG layout is being changed (nvidia.com/mig.config.state).
+        self.mig_reconfiguring: bool = any(
+            k.labels.get("nvidia.com/mig.config.state") in ("pending", "rebooting") for k in self.classes
+        )
 
     # ------------------------------------------------------------------ helpers
     def projected_classes(self, keys: frozenset[str]) -> tuple[np.ndarray, tuple[NodeClass, ...]]:
