@@ -28,8 +28,9 @@ def test_node_counts_and_names():
     assert sum(n.startswith("cpu-") for n in names) == 16 and sum(n.startswith("cp-") for n in names) == 3
     gpu_nodes = [n for n in s.nodes if n.capacity.get(GPU)]
     assert len(gpu_nodes) == 364
-    assert all(n.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3" and n.labels["nvidia.com/gpu.present"] == "true"
+    assert all(n.labels["nvidia.com/gpu.present"] == "true" and n.labels["nvidia.com/gpu.family"] == "hopper"
                and n.labels["nvidia.com/gpu.count"] == "8" for n in gpu_nodes)
+    assert Counter(n.labels["nvidia.com/gpu.product"] for n in gpu_nodes) == {"NVIDIA-H100-80GB-HBM3": 316, "NVIDIA-H100-NVL": 48}
     n = gpu_nodes[0]
     assert dict(n.capacity) == {"cpu": 208000, "memory": 2048 * GI, "pods": 110, GPU: 8}
     assert {n.labels["topology.kubernetes.io/zone"] for n in gpu_nodes} == {"zone-a", "zone-b"}
@@ -78,6 +79,21 @@ def test_node_states():
     assert all(dict(n.allocatable) == {"cpu": 64000, "memory": 256 * GI, "pods": 110} for n in cpu)
 
 
+def test_nvl_nodes_are_48_half_used_nodes():
+    s = demo_snapshot()
+    g = s.col[GPU]
+    layout = demo_layout()
+    nvl = sorted(n.name for n in s.nodes if n.labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-NVL")
+    assert len(nvl) == 48
+    # drawn from the half-used part (the 48 highest-numbered), so each has 4 GPUs free now
+    assert nvl == sorted(layout["half"])[-48:]
+    assert all(int(s.free[s.node_index[name], g]) == 4 for name in nvl)
+    assert not set(nvl) & set(layout["free"])
+    # the h100 flavor still selects every H100 node
+    sel = dict(s.kueue.flavors["h100"].node_labels)
+    assert sum(all(n.labels.get(k) == v for k, v in sel.items()) for n in s.nodes) == 364
+
+
 def test_pods_gangs_and_times():
     s = demo_snapshot()
     gpu_pods = [p for p in s.pods if p.requests.get(GPU)]
@@ -98,7 +114,7 @@ def test_queues():
     s = demo_snapshot()
     k = s.kueue
     assert set(k.flavors) == {"h100", "cpu-only"}
-    assert dict(k.flavors["h100"].node_labels) == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert dict(k.flavors["h100"].node_labels) == {"nvidia.com/gpu.family": "hopper"}
     llm = k.cluster_queues["team-llm"]
     assert llm.cohort == "research"
     h100 = llm.resource_groups[0].flavors[0]

@@ -20,8 +20,13 @@ plugin-down     1    nvidia.com/gpu capacity 8, allocatable 0 (device plugin los
 ============  =====  ===========================================================
 
 plus 16 CPU-only nodes (8 run a ``feature-store`` pod) and 3 tainted control-plane nodes.
-Kueue: flavors ``h100`` and ``cpu-only``; ClusterQueues ``team-llm`` (512 H100 GPUs nominal,
-borrowingLimit 0, nothing in use) and ``team-vision`` (every other tenant) in cohort
+Every H100 node carries the GPU feature discovery labels ``nvidia.com/gpu.family=hopper`` and
+``nvidia.com/gpu.product``: ``NVIDIA-H100-80GB-HBM3``, except the 48 highest-numbered half-used
+nodes, which are ``NVIDIA-H100-NVL`` — a gang selecting the NVL product has only 48 nodes it
+could ever run on (the 12 free nodes are all HBM3).
+Kueue: flavors ``h100`` (nodeLabels ``nvidia.com/gpu.family: hopper``, so all 364 H100 nodes)
+and ``cpu-only``; ClusterQueues ``team-llm`` (512 H100 GPUs nominal, borrowingLimit 0, nothing
+in use) and ``team-vision`` (every other tenant) in cohort
 ``research``; LocalQueue ``llm/llm-queue`` → team-llm. Volcano queues ``research`` (capability
 256 GPUs) and ``default``. A few objects the engine skips (Namespaces, a Service, Events, two
 Succeeded pods).
@@ -41,7 +46,10 @@ from .engine.snapshot import ClusterSnapshot
 __all__ = [
     "DEMO_NOW",
     "DEMO_SEED",
+    "GPU_FAMILY",
     "GPU_PRODUCT",
+    "GPU_PRODUCT_NVL",
+    "NVL_COUNT",
     "RACK_LABEL",
     "ZONE_LABEL",
     "demo_objects",
@@ -56,6 +64,11 @@ DEMO_NOW = datetime(2025, 6, 2, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 DEMO_SEED = 20250602
 GPU = "nvidia.com/gpu"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+#: The product label of the NVL_COUNT H100 nodes drawn from the half-used part (see module doc).
+GPU_PRODUCT_NVL = "NVIDIA-H100-NVL"
+NVL_COUNT = 48
+#: GFD's nvidia.com/gpu.family label on every H100 node; ResourceFlavor h100 selects on it.
+GPU_FAMILY = "hopper"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.example.com/rack"
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
@@ -124,11 +137,12 @@ def _node(name: str, labels: dict, capacity: dict, allocatable: dict, *, now: fl
     }
 
 
-def _h100_labels(i: int) -> dict:
+def _h100_labels(i: int, product: str = GPU_PRODUCT) -> dict:
     rack = i // NODES_PER_RACK
     return {
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": GPU_PRODUCT,
+        "nvidia.com/gpu.family": GPU_FAMILY,
+        "nvidia.com/gpu.product": product,
         "nvidia.com/gpu.count": "8",
         INSTANCE_LABEL: "gpu-h100-8x",
         ZONE_LABEL: "zone-a" if rack < 23 else "zone-b",
@@ -220,11 +234,12 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
     usage = {"cpu": 0, "memory_gi": 0, GPU: 0}
     admitted = 0
 
-    # -- H100 nodes
+    # -- H100 nodes; the NVL_COUNT highest-numbered half-used nodes are H100 NVL
+    nvl = set(layout["half"][-NVL_COUNT:])
     for i in range(H100_COUNT):
         name = f"h100-{i:03d}"
         part = role[i]
-        labels = _h100_labels(i)
+        labels = _h100_labels(i, GPU_PRODUCT_NVL if i in nvl else GPU_PRODUCT)
         if part == "cordoned":
             objs.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now, unschedulable=True,
                               taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": _ts(now - 7200)}]))
@@ -320,7 +335,7 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
     # -- Kueue
     kv = "kueue.x-k8s.io/v1beta1"
     objs.append({"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
-                 "spec": {"nodeLabels": {"nvidia.com/gpu.product": GPU_PRODUCT}}})
+                 "spec": {"nodeLabels": {"nvidia.com/gpu.family": GPU_FAMILY}}})
     objs.append({"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": "cpu-only"},
                  "spec": {"nodeLabels": {INSTANCE_LABEL: CPU_INSTANCE}}})
 
@@ -436,8 +451,8 @@ def demo_snapshot(now: float = DEMO_NOW) -> ClusterSnapshot:
 def demo_description() -> str:
     """Three or four lines summarising the demo scenario, for CLI output."""
     return (
-        "Demo cluster: 364 H100 nodes (8 GPUs each), 16 CPU-only and 3 control-plane nodes.\n"
-        "300 H100 nodes run one 4-GPU pod of team-vision/speech/rec, 40 are full, 12 are free;\n"
+        "Demo cluster: 364 H100 nodes (8 GPUs each; 48 of them H100 NVL), 16 CPU-only and 3 control-plane nodes.\n"
+        "300 H100 nodes (the 48 NVL among them) run one 4-GPU pod of team-vision/speech/rec, 40 are full, 12 free;\n"
         "8 are cordoned, 3 NotReady and 1 has its device plugin down (capacity 8, allocatable 0).\n"
         "Kueue team-llm (llm/llm-queue): 512 H100 GPUs nominal, no borrowing; Volcano queue research: 256."
     )

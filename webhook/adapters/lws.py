@@ -58,7 +58,7 @@ def adapt_lws(obj: Mapping) -> GangRequest:
     finding = Finding(
         "LeaderWorkerGroups",
         "Info",
-        f"{replicas} group(s) of {size} pods (1 leader + {size - 1} workers): each group must start "
+        f"{replicas} group(s) of {size} pods (1 leader + {size - 1} worker{'s' if size != 2 else ''}): each group must start "
         f"together; groups are placed independently",
         {"groups": replicas, "size": size},
     )

@@ -315,7 +315,7 @@ def _now_findings(snap, gang, evals, options, findings) -> None:
         if free >= need:
             findings.append(Finding("Fragmented", WAITS,
                 f"fragmented: {free} {r} free on eligible nodes, but only {int(np.count_nonzero(ev.k_now))} node(s) can host a "
-                f"{format_quantity(r, main.requests.get(r, 0))}-{r} pod now; need {_same_shape_pods([e.ps for e in evals], main)}",
+                f"pod of {format_quantity(r, main.requests.get(r, 0))} {r} now; need {_same_shape_pods([e.ps for e in evals], main)}",
                 {"resource": r, "free": free, "needed": need, "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
                  "pods_needed": _same_shape_pods([e.ps for e in evals], main)}))
         else:

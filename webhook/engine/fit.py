@@ -96,18 +96,27 @@ class Demand:
 
 
 def place(avail: np.ndarray, demands: list[Demand]) -> dict[str, list[tuple[int, int]]] | None:
-    """Greedy first-fit-decreasing placement of all demands, or None when it finds none.
+    """A placement of all demands, or None when the greedy strategies find none.
 
-    Demands are placed largest first (by their ``weight``, then per-pod request); inside one
-    demand, nodes that can take the fewest pods go first (best fit), keeping whole nodes for
-    later demands. A returned placement is valid by construction; None proves nothing.
+    Tries largest-first with best fit, then most-constrained-first (fewest eligible nodes)
+    with worst fit; a returned placement is valid by construction, None proves nothing.
+    """
+    first = _place(avail, sorted(demands, key=lambda d: d.weight, reverse=True), best_fit=True)
+    if first is not None or len(demands) < 2:
+        return first
+    constrained = sorted(demands, key=lambda d: (int(np.count_nonzero(d.mask)), tuple(-w for w in d.weight if isinstance(w, int))))
+    return _place(avail, constrained, best_fit=False)
+
+
+def _place(avail: np.ndarray, order: list[Demand], best_fit: bool) -> dict[str, list[tuple[int, int]]] | None:
+    """One greedy pass over ``order``: inside one demand, nodes that can take the fewest pods go
+    first (best fit, keeping whole nodes for later demands) or the most (worst fit).
 
     Returns:
-        pod-set name → [(node index, pods), ...].
+        pod-set name → [(node index, pods), ...], or None.
     """
     avail = avail.copy()
     result: dict[str, list[tuple[int, int]]] = {}
-    order = sorted(demands, key=lambda d: d.weight, reverse=True)
     for d in order:
         if d.count <= 0:
             result[d.name] = []
@@ -119,7 +128,7 @@ def place(avail: np.ndarray, demands: list[Demand]) -> dict[str, list[tuple[int,
         if int(k.sum()) < d.count:
             return None
         pos = np.flatnonzero(k > 0)
-        pos = pos[np.argsort(k[pos], kind="stable")]
+        pos = pos[np.argsort(k[pos] if best_fit else -k[pos], kind="stable")]
         take = np.minimum(np.cumsum(k[pos]), d.count)
         take = np.diff(np.concatenate(([0], take)))
         chosen: list[tuple[int, int]] = []
