@@ -438,15 +438,17 @@ def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | 
             for i, ev in enumerate(evals):
                 g = _main_gpu(ev.ps, options)
                 weight = (ev.ps.requests.get(g, 0) if g else 0, ev.ps.requests.get("cpu", 0), ev.ps.requests.get("memory", 0), -i)
-                mask = ev.ever_mask if key == "ever" else ev.now_mask
-                out.append(Demand(str(i), ev.shape, ev.ps.count, mask, ev.ps.max_per_node, weight))
+                mask, k = (ev.ever_mask, ev.k_ever) if key == "ever" else (ev.now_mask, ev.k_now)
+                out.append(Demand(str(i), ev.shape, ev.ps.count, mask, ev.ps.max_per_node, weight, k))
             return out
 
-        ever_place = place(snap.ever_alloc, demands("ever"))
         placed_now = place(snap.free, demands("now"))
         topo = [ev.ps for ev in evals if ev.ps.required_topology]
         if topo and placed_now is not None:
             placed_now = _check_topology(snap, evals, placed_now)
+        # A placement now is one on the repaired empty cluster too (free ≤ ever_alloc and the
+        # now filters are stricter), so the second search runs only when the first fails.
+        ever_place = placed_now if placed_now is not None else place(snap.ever_alloc, demands("ever"))
         if ever_place is None and placed_now is None:
             findings.append(Finding("PlacementUnproven", WAITS,
                 "no proof that the gang can never fit, and no placement found on the empty cluster; admitted, placement unproven"))

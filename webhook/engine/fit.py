@@ -73,9 +73,8 @@ def resource_reasons(snap: ClusterSnapshot, avail: np.ndarray, shape: Shape, mas
     out: dict[str, int] = {}
     if not mask.any():
         return out
-    sub = avail[mask]
     for c, v, name in zip(shape.cols, shape.vals, shape.names):
-        n = int(np.count_nonzero(sub[:, c] < v))
+        n = int(np.count_nonzero((avail[:, c] < v) & mask))
         if n:
             out[R_TOO_MANY_PODS if name == "pods" else insufficient(name)] = n
     for name in shape.missing:
@@ -85,7 +84,10 @@ def resource_reasons(snap: ClusterSnapshot, avail: np.ndarray, shape: Shape, mas
 
 @dataclass
 class Demand:
-    """Pods of one pod set to place: ``count`` pods of ``shape`` on nodes in ``mask``."""
+    """Pods of one pod set to place: ``count`` pods of ``shape`` on nodes in ``mask``.
+
+    ``k`` may carry ``pods_per_node`` already computed on the same ``avail`` (0 outside ``mask``).
+    """
 
     name: str
     shape: Shape
@@ -93,6 +95,7 @@ class Demand:
     mask: np.ndarray
     max_per_node: int | None = None
     weight: tuple = field(default=())
+    k: np.ndarray | None = None
 
 
 def place(avail: np.ndarray, demands: list[Demand]) -> dict[str, list[tuple[int, int]]] | None:
@@ -100,6 +103,9 @@ def place(avail: np.ndarray, demands: list[Demand]) -> dict[str, list[tuple[int,
 
     Tries largest-first with best fit, then most-constrained-first (fewest eligible nodes)
     with worst fit; a returned placement is valid by construction, None proves nothing.
+
+    Returns:
+        pod-set name → [(node index, pods), ...].
     """
     first = _place(avail, sorted(demands, key=lambda d: d.weight, reverse=True), best_fit=True)
     if first is not None or len(demands) < 2:
@@ -110,33 +116,45 @@ def place(avail: np.ndarray, demands: list[Demand]) -> dict[str, list[tuple[int,
 
 def _place(avail: np.ndarray, order: list[Demand], best_fit: bool) -> dict[str, list[tuple[int, int]]] | None:
     """One greedy pass over ``order``: inside one demand, nodes that can take the fewest pods go
-    first (best fit, keeping whole nodes for later demands) or the most (worst fit).
+    first (best fit, keeping whole nodes for later demands) or the most (worst fit). The last
+    demand takes nodes in index order (nothing comes after it to keep room for).
+
+    Rows changed by earlier demands live in an overlay, so ``avail`` is never copied whole.
 
     Returns:
         pod-set name → [(node index, pods), ...], or None.
     """
-    avail = avail.copy()
+    changed: dict[int, np.ndarray] = {}
     result: dict[str, list[tuple[int, int]]] = {}
-    for d in order:
+    for n, d in enumerate(order):
         if d.count <= 0:
             result[d.name] = []
             continue
-        idx = np.flatnonzero(d.mask)
-        if idx.size == 0:
-            return None
-        k = pods_per_node(avail[idx], d.shape, d.max_per_node)
+        if d.k is not None:
+            k = d.k.copy() if changed else d.k
+        else:
+            k = np.where(d.mask, pods_per_node(avail, d.shape, d.max_per_node), 0)
+        for node, row in changed.items():
+            if d.mask[node]:
+                k[node] = pods_per_node(row[None, :], d.shape, d.max_per_node)[0]
         if int(k.sum()) < d.count:
             return None
         pos = np.flatnonzero(k > 0)
-        pos = pos[np.argsort(k[pos] if best_fit else -k[pos], kind="stable")]
-        take = np.minimum(np.cumsum(k[pos]), d.count)
-        take = np.diff(np.concatenate(([0], take)))
+        if n < len(order) - 1:
+            pos = pos[np.argsort(k[pos] if best_fit else -k[pos], kind="stable")]
+        kp = k[pos]
+        upto = int(np.searchsorted(np.cumsum(kp), d.count)) + 1
         chosen: list[tuple[int, int]] = []
-        for p, t in zip(pos, take):
-            if t <= 0:
+        left = d.count
+        for node, fit in zip(pos[:upto].tolist(), kp[:upto].tolist()):
+            t = min(fit, left)
+            chosen.append((node, t))
+            row = changed.get(node)
+            if row is None:
+                row = changed[node] = avail[node].copy()
+            row[d.shape.cols] -= d.shape.vals * t
+            left -= t
+            if left == 0:
                 break
-            node = int(idx[p])
-            chosen.append((node, int(t)))
-            avail[node, d.shape.cols] -= d.shape.vals * int(t)
         result[d.name] = chosen
     return result
