@@ -64,12 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_server_commands(sub) -> None:
-    """``serve`` and ``certs`` when the server modules are present."""
-    try:
-        from . import certs as _certs  # noqa: F401
-        from . import server as _server  # noqa: F401
-    except ImportError:
-        return
+    """``serve`` and ``certs`` (the server modules are imported only when they run)."""
+    from . import certs as _certs
+
     s = sub.add_parser("serve", help="serve the admission webhook over TLS")
     s.add_argument("--cluster", default="demo", metavar="PATH|demo|live", help="cluster source (default demo)")
     s.add_argument("--policy", metavar="FILE", help="policy YAML, reloaded when it changes")
@@ -77,10 +74,9 @@ def _add_server_commands(sub) -> None:
     s.add_argument("--port", type=int, default=8443, help="port (default 8443)")
     s.add_argument("--tls-cert", default="certs/tls.crt", metavar="FILE", help="serving certificate (default certs/tls.crt)")
     s.add_argument("--tls-key", default="certs/tls.key", metavar="FILE", help="serving key (default certs/tls.key)")
-    k = sub.add_parser("certs", help="generate a CA and a serving certificate for the webhook")
-    k.add_argument("--service", default="gangcheck", help="Service name (default gangcheck)")
-    k.add_argument("--namespace", default="gangcheck-system", help="namespace (default gangcheck-system)")
-    k.add_argument("--out", default="certs", help="output directory (default certs/)")
+    k = sub.add_parser("certs", help="generate a CA and a serving certificate for the webhook",
+                       description="Write ca.crt, ca.key, tls.crt, tls.key and print the caBundle (base64 of ca.crt).")
+    _certs.build_parser(k)
 
 
 # ---------------------------------------------------------------- check
@@ -205,20 +201,57 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_DENIED if denied else EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run ``gangcheck serve``: the webhook over TLS until SIGINT/SIGTERM."""
+    from .server import serve
+
+    try:
+        return serve(args.cluster, args.policy, args.host, args.port, args.tls_cert, args.tls_key)
+    except FileNotFoundError as exc:
+        print(f"gangcheck: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (PolicyError, DumpError, AdapterError) as exc:
+        print(f"gangcheck: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # e.g. the port is taken
+        print(f"gangcheck: error: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    """Run ``gangcheck certs``: write the files and print the caBundle."""
+    from .certs import generate
+
+    try:
+        bundle = generate(args.service, args.namespace, args.out, days=args.days, reuse_ca=args.reuse_ca)
+    except (OSError, ValueError) as exc:
+        print(f"gangcheck: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"wrote {args.out}/ca.crt ca.key tls.crt tls.key for {args.service}.{args.namespace}.svc", file=sys.stderr)
+    print(bundle)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``gangcheck`` and ``python -m webhook``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _dispatch(parser, args)
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "check":
         return cmd_check(args)
     if args.command == "serve":
-        from .server import serve_main
-
-        return serve_main(args)
+        return cmd_serve(args)
     if args.command == "certs":
-        from .certs import certs_main
-
-        return certs_main(args)
+        return cmd_certs(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

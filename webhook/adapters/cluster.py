@@ -75,6 +75,10 @@ GANG_ANNOTATION_VOLCANO = "scheduling.k8s.io/group-name"
 GANG_LABEL_COSCHEDULING = "scheduling.x-k8s.io/pod-group"
 GANG_LABEL_KUEUE = "kueue.x-k8s.io/pod-group-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Kueue's maximum execution time of a workload, seconds (label on the Job or plain pod).
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+#: gangcheck's own annotation: the user's upper bound on the pod's run time, seconds.
+EXPECTED_RUNTIME_ANNOTATION = "gangcheck.io/expected-runtime-seconds"
 
 #: The built-in PriorityClasses every API server creates (pkg/apis/scheduling/types.go).
 SYSTEM_PRIORITY_CLASSES: Mapping[str, int] = {
@@ -302,6 +306,17 @@ def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
     return gang, owner_kind, owner_name
 
 
+def _seconds(value: Any) -> float | None:
+    """A positive number of seconds from a label or annotation value, else None (lenient)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        v = float(str(value).strip())
+    except ValueError:
+        return None
+    return v if v > 0 and v == v and v != float("inf") else None
+
+
 def pod_from_k8s(
     obj: Mapping,
     priority_classes: Mapping[str, int] | None = None,
@@ -321,6 +336,11 @@ def pod_from_k8s(
       owner_kind/owner_name come from the controller reference (else the first reference).
     * queue: label kueue.x-k8s.io/queue-name; start_time: status.startTime (epoch seconds);
       deadline_s: spec.activeDeadlineSeconds; host_ports: containers' hostPort entries.
+    * runtime_limit_s: the smallest of spec.activeDeadlineSeconds, the label
+      kueue.x-k8s.io/max-exec-time-seconds (Kueue's maximumExecutionTimeSeconds) and the
+      annotation gangcheck.io/expected-runtime-seconds (a user's declared upper bound), seconds;
+      a label or annotation that is not a positive number is ignored (it never makes the pod
+      unreadable), None when none is set. Read by the expected-wait estimator.
 
     Does not filter terminal pods: ``build_snapshot`` skips them (see ``pod_is_terminal``).
 
@@ -344,6 +364,10 @@ def pod_from_k8s(
             priority = default_priority
         gang, owner_kind, owner_name = _gang_and_owner(obj, ns)
         deadline = spec.get("activeDeadlineSeconds")
+        deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+        annotations = _mapping(get_path(obj, "metadata.annotations"), "metadata.annotations")
+        limits = [v for v in (deadline_s, _seconds(labels.get(MAX_EXEC_TIME_LABEL)),
+                              _seconds(annotations.get(EXPECTED_RUNTIME_ANNOTATION))) if v is not None]
         return BoundPod(
             namespace=ns,
             name=name,
@@ -356,8 +380,9 @@ def pod_from_k8s(
             queue=str(labels.get(QUEUE_LABEL) or ""),
             phase=str(status.get("phase") or "Pending"),
             start_time=parse_time(status.get("startTime"), "status.startTime"),
-            deadline_s=None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1)),
+            deadline_s=deadline_s,
             host_ports=_host_ports(spec),
+            runtime_limit_s=min(limits) if limits else None,
         )
     except AdapterError as exc:
         raise exc.within(obj=object_ref(obj))

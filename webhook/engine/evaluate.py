@@ -314,8 +314,8 @@ def _now_findings(snap, gang, evals, options, findings) -> None:
         ev = next(e for e in evals if e.ps is main)
         if free >= need:
             findings.append(Finding("Fragmented", WAITS,
-                f"fragmented: {free} {r} free on eligible nodes, but only {int(np.count_nonzero(ev.k_now))} node(s) can host a "
-                f"pod of {format_quantity(r, main.requests.get(r, 0))} {r} now; need {_same_shape_pods([e.ps for e in evals], main)}",
+                f"fragmented: {free} {r} free, but only {int(np.count_nonzero(ev.k_now))} node(s) can take a pod of "
+                f"{format_quantity(r, main.requests.get(r, 0))} now; {_same_shape_pods([e.ps for e in evals], main)} needed",
                 {"resource": r, "free": free, "needed": need, "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
                  "pods_needed": _same_shape_pods([e.ps for e in evals], main)}))
         else:
@@ -346,17 +346,19 @@ def _now_findings(snap, gang, evals, options, findings) -> None:
                 c = snap.col[r]
                 if snap.device_cols[c] and snap.ever_alloc[i, c] > snap.alloc[i, c]:
                     details.append(f"{n.name} advertises {int(snap.alloc[i, c])} of {int(snap.ever_alloc[i, c])} {r}")
+        more = f" (+{len(unhealthy) - 1} more)" if len(unhealthy) > 1 else ""
         findings.append(Finding("UnhealthyDevices", WAITS,
-            f"{len(unhealthy)} node(s) with fewer healthy devices than installed: " + "; ".join(details)
-            + ("; check the device plugin" if details else ""),
-            {"nodes": names(unhealthy)}))
+            f"unhealthy devices: {details[0]}{more}; check its device plugin",
+            {"nodes": names(unhealthy), "details": details}))
     if not_ready:
         findings.append(Finding("NodesNotReady", WAITS,
-            f"{len(not_ready)} NotReady node(s) could host pods once Ready: {', '.join(names(not_ready[:SAMPLES]))}",
+            f"{len(not_ready)} NotReady node(s) could host pods once Ready: {', '.join(names(not_ready[:SAMPLES]))}"
+            + (" …" if len(not_ready) > SAMPLES else ""),
             {"nodes": names(not_ready)}))
     if cordoned:
         findings.append(Finding("NodesCordoned", WAITS,
-            f"{len(cordoned)} cordoned node(s) could host pods once uncordoned: {', '.join(names(cordoned[:SAMPLES]))}",
+            f"{len(cordoned)} cordoned node(s) could host pods once uncordoned: {', '.join(names(cordoned[:SAMPLES]))}"
+            + (" …" if len(cordoned) > SAMPLES else ""),
             {"nodes": names(cordoned)}))
     if options.transient_taints:
         tainted = [i for i in np.flatnonzero(could) if any(t.key in options.transient_taints for t in snap.nodes[int(i)].taints)]

@@ -208,7 +208,12 @@ class BoundPod:
     ``requests`` is the pod's effective request (FIELD-NOTES §1) in scheduler units;
     ``gang`` names the gang it belongs to ("Kind/namespace/name"), "" when none is known.
     ``start_time`` is seconds since the epoch (None when unknown); ``deadline_s`` the pod's
-    activeDeadlineSeconds or an equivalent limit in seconds.
+    activeDeadlineSeconds or an equivalent limit in seconds. ``runtime_limit_s`` is the
+    tightest declared bound on the pod's run time in seconds, counted from ``start_time``: the
+    smallest of activeDeadlineSeconds, Kueue's maximum execution time (label
+    kueue.x-k8s.io/max-exec-time-seconds) and the annotation
+    gangcheck.io/expected-runtime-seconds (None when none is set); the expected-wait
+    estimator (``engine.wait``) reads it, falling back to ``deadline_s``.
     """
 
     namespace: str
@@ -224,6 +229,7 @@ class BoundPod:
     start_time: float | None = None
     deadline_s: float | None = None
     host_ports: tuple[HostPort, ...] = ()
+    runtime_limit_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
