@@ -173,15 +173,11 @@ def filter_nodes(
     Evaluated once per static class unless a rule reads per-node data (node name, the
     hostname label, matchFields). ``ever`` skips cordon and repairable/transient taints.
     """
-    if c.needs_per_node():
-        reasons = [
-            _reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient) for n in snap.nodes
-        ]
-        mask = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
-        return FilterResult(mask, reasons, True)
     keys = set(c.selector())
     for t in c.pod_set.required_affinity:
         keys |= t.label_keys()
+    if c.needs_per_node():
+        return _filter_per_node(snap, c, ever, transient, frozenset(keys))
     node_class, classes = snap.projected_classes(frozenset(keys))
     class_reasons = [
         _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient) for k in classes
@@ -189,3 +185,47 @@ def filter_nodes(
     ok = np.fromiter((r is None for r in class_reasons), dtype=bool, count=len(class_reasons))
     mask = ok[node_class] if len(snap.nodes) else np.zeros(0, dtype=bool)
     return FilterResult(mask, class_reasons, False, node_class)
+
+
+def _filter_per_node(snap: ClusterSnapshot, c: Constraints, ever: bool, transient: frozenset[str],
+                     keys: frozenset[str]) -> FilterResult:
+    """Rules that read per-node values (node name, hostname label, matchFields).
+
+    The outcome depends only on the node's projected class and, per name-reading rule, on
+    whether the node's value is among the rule's values; nodes sharing that signature share
+    the result, so ``_reason`` runs once per signature instead of once per node.
+    """
+    ps = c.pod_set
+    per_node_keys = sorted(keys & PER_NODE_LABELS)
+    wanted: list[tuple[str, frozenset[str]]] = []  # (label key or "metadata.name", values)
+    for t in ps.required_affinity:
+        for r in t.match_expressions:
+            if r.key in PER_NODE_LABELS:
+                wanted.append((r.key, frozenset(r.values)))
+        for r in t.match_fields:
+            wanted.append(("metadata.name", frozenset(r.values)))
+    for k in per_node_keys:
+        if k in c.selector():
+            wanted.append((k, frozenset({c.selector()[k]})))
+    if ps.node_name:
+        wanted.append(("metadata.name", frozenset({ps.node_name})))
+    numeric = any(r.operator in ("Gt", "Lt") and r.key in PER_NODE_LABELS
+                  for t in ps.required_affinity for r in t.match_expressions)
+    if numeric:  # membership does not decide Gt/Lt: evaluate every node
+        reasons = [_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient) for n in snap.nodes]
+        return FilterResult(np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons)), reasons, True)
+    node_class, _ = snap.projected_classes(keys - PER_NODE_LABELS)
+    memo: dict[tuple, str | None] = {}
+    reasons: list[str | None] = []
+    for i, n in enumerate(snap.nodes):
+        sig = (int(node_class[i]),) + tuple(
+            (n.name if key == "metadata.name" else n.labels.get(key, "\0absent")) in values
+            if key == "metadata.name" or key in n.labels else None
+            for key, values in wanted
+        )
+        r = memo.get(sig, memo)
+        if r is memo:
+            r = memo[sig] = _reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient)
+        reasons.append(r)
+    mask = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
+    return FilterResult(mask, reasons, True)
