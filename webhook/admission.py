@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .adapters import adapt, is_supported
+from .engine.wait import format_duration
 from .engine.decision import FITS, NEVER_FITS, WAITS, Decision
 from .engine.model import GangRequest
 
@@ -248,12 +249,14 @@ def _fragmentation_warning(decision: Decision, policy: Policy) -> str | None:
 
 
 def _wait_seconds(decision: Decision) -> float | None:
-    """Expected wait in seconds when the engine provides one (a later issue), else None."""
+    """The expected wait's p50 in seconds (``Decision.expected_wait``), None when unknown."""
     w = getattr(decision, "expected_wait", None)
     if isinstance(w, (int, float)):
         return float(w)
     if isinstance(w, Mapping):
-        for key in ("seconds", "p50_seconds", "upper_bound_seconds", "bound_seconds"):
+        if w.get("unknown"):
+            return None
+        for key in ("p50_s", "earliest_start_s"):
             v = w.get(key)
             if isinstance(v, (int, float)):
                 return float(v)
@@ -261,13 +264,8 @@ def _wait_seconds(decision: Decision) -> float | None:
 
 
 def _fmt_duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    h, m = divmod(s // 60, 60)
-    return f"{h}h{m:02d}m" if m else f"{h}h"
+    """Seconds as "3h28m" — the wait estimator's own rounding, so annotation and text agree."""
+    return format_duration(seconds)
 
 
 def _decision_warnings(decision: Decision, policy: Policy) -> list[str]:
@@ -286,7 +284,7 @@ def _decision_warnings(decision: Decision, policy: Policy) -> list[str]:
         out.append(frag)
     wait = _wait_seconds(decision)
     if decision.verdict == WAITS and wait is not None and wait >= policy.warn_expected_wait_seconds:
-        out.append(f"expected wait about {_fmt_duration(wait)} before the gang can start")
+        out.append(str(decision.expected_wait.get("text") or f"expected wait about {_fmt_duration(wait)}"))
     out.extend(engine[1:])
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Sequence
 
 from . import __version__
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip documents of kinds gangcheck does not check instead of failing with exit 2",
     )
     _add_server_commands(sub)
+    from .diagnose import add_commands as _add_diagnose_commands
+
+    _add_diagnose_commands(sub)  # diagnose, fragmentation
     return p
 
 
@@ -148,6 +152,8 @@ def render_text(d: Decision, policy: Policy) -> str:
             f"({f['ratio'] * 100:.1f}%); pods placeable now {f['pods_placeable_now']} of {f['pods_needed']} "
             f"(deficit {f['deficit']})"
         )
+    if d.expected_wait:
+        lines.append(f"  wait        {d.expected_wait['text']}")
     if d.reasons:
         lines.append(f"  reasons     {', '.join(d.reasons)}")
     lines.append(f"  message     {d.message}")
@@ -181,7 +187,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"gangcheck: error: {source}: no gang workload found" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
         return EXIT_BAD_INPUT
     options = policy.engine_options()
-    decisions = [evaluate(snap, g, options) for g in gangs]
+    now = snap.as_of if snap.as_of is not None else time.time()
+    decisions = [evaluate(snap, g, options, now=now) for g in gangs]
     denied = any(d.verdict == NEVER_FITS for d in decisions) and policy.mode == "enforce"
     if args.output == "json":
         docs = []
@@ -252,6 +259,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return cmd_serve(args)
     if args.command == "certs":
         return cmd_certs(args)
+    if args.command in ("diagnose", "fragmentation"):
+        from . import diagnose
+
+        return diagnose.cmd_diagnose(args) if args.command == "diagnose" else diagnose.cmd_fragmentation(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

@@ -439,7 +439,7 @@ def demo_layout(now: float = DEMO_NOW) -> dict[str, tuple[str, ...]]:
 
 @lru_cache(maxsize=4)
 def _snapshot(now: float) -> ClusterSnapshot:
-    return build_snapshot(_cached(now)[0], source="demo")
+    return build_snapshot(_cached(now)[0], source="demo", as_of=now)
 
 
 def demo_snapshot(now: float = DEMO_NOW) -> ClusterSnapshot:

@@ -45,7 +45,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from . import admission as adm
 from .adapters import AdapterError
-from .engine.evaluate import evaluate
+from .engine.evaluate import evaluate, expected_wait
 from .policy_reload import PolicyReloader, as_policy_provider
 from .sources import SnapshotSource, StaticSource
 
@@ -262,6 +262,7 @@ def create_app(
     workers: int = 4,
     registry: CollectorRegistry | None = None,
     decision_cache: int = 256,
+    wait_budget: float = 0.05,
 ) -> FastAPI:
     """Build the webhook's FastAPI app.
 
@@ -278,6 +279,9 @@ def create_app(
         registry: Prometheus registry (a fresh one by default); ``app.state.metrics.registry``.
         decision_cache: how many recent decisions to keep for the current snapshot (0: off);
             /mutate then /validate of one object evaluates once.
+        wait_budget: seconds a Waits answer waits for its expected-wait estimate (computed in
+            a worker, cached per gang and snapshot); past it the answer says "unknown" and the
+            estimate finishes in the background for the next request. 0 turns estimates off.
 
     Returns:
         The app; ``app.state.metrics`` holds the metric objects, ``app.state.source`` and
@@ -288,6 +292,8 @@ def create_app(
     metrics = _Metrics(registry)
     registry.register(_StateCollector(source, policy))
     cache = _DecisionCache(decision_cache)
+    waits = _DecisionCache(decision_cache)  # expected waits per gang on the current snapshot
+    inflight: dict[str, Any] = {}  # gang key → estimate being computed
     pending = [0]  # evaluations submitted and not finished (event-loop thread only)
     max_pending = max(1, workers) * 16
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gangcheck-check")
@@ -357,6 +363,35 @@ def create_app(
             metrics.requests.labels(endpoint, verdict, outcome).inc()
             metrics.latency.labels(endpoint, verdict, outcome).observe(time.perf_counter() - t0)
 
+    async def _with_wait(snap, gang, options, key: str, decision):
+        """Attach the expected wait: from the cache, or computed in a worker within
+        ``wait_budget`` seconds; past it the estimate finishes in the background for the
+        next request of the same gang and this answer says "unknown"."""
+        est = waits.get(snap, key)
+        if est is None:
+            fut = inflight.get(key)
+            if fut is None:
+                if pending[0] >= max_pending:
+                    return decision
+                flavors = (decision.quota or {}).get("flavors")
+                now = snap.as_of if snap.as_of is not None else clock()
+                pending[0] += 1
+                fut = asyncio.get_running_loop().run_in_executor(executor, expected_wait, snap, gang, now, options, flavors)
+                inflight[key] = fut
+
+                def done(f, k=key, s=snap):
+                    pending[0] -= 1
+                    inflight.pop(k, None)
+                    if not f.cancelled() and f.exception() is None and f.result() is not None:
+                        waits.put(s, k, f.result())
+
+                fut.add_done_callback(done)
+            try:
+                est = await asyncio.wait_for(asyncio.shield(fut), timeout=wait_budget)
+            except (asyncio.TimeoutError, Exception):  # an estimate is never worth a failed admission
+                return decision
+        return dataclasses.replace(decision, expected_wait=est) if est else decision
+
     async def _decide(req: adm.ReviewRequest, mutate: bool) -> tuple[dict, str, str, str | None]:
         pol = policy.current()
         if pol is None:
@@ -380,7 +415,7 @@ def create_app(
             return adm.allowed_response(req.uid), "none", "skipped", None
         snap = source.snapshot()  # the current immutable view: no API call, never blocks
         options = pol.engine_options()
-        key = cache.key(gang, options, pol.annotation_prefix) if cache.size > 0 else ""
+        key = cache.key(gang, options, pol.annotation_prefix)
         decision = cache.get(snap, key)
         if decision is None:
             # The engine runs in a worker thread so the event loop keeps serving and the
@@ -399,6 +434,8 @@ def create_app(
                     "none", "fail_open", "timeout",
                 )
             cache.put(snap, key, decision)
+        if decision.verdict == "Waits" and decision.expected_wait is None and wait_budget > 0:
+            decision = await _with_wait(snap, gang, options, key, decision)
         if mutate:
             resp = adm.mutate_response(req.uid, req.obj, decision, pol, clock())
         else:

@@ -647,7 +647,7 @@ def _flatten(objects: Iterable[Any]) -> Iterable[tuple[int, Any]]:
             yield pos, obj
 
 
-def build_snapshot(objects: Iterable[dict], source: str = "") -> ClusterSnapshot:
+def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | None = None) -> ClusterSnapshot:
     """Turn Kubernetes objects (dicts) into a ``ClusterSnapshot``.
 
     Args:
@@ -749,4 +749,5 @@ def build_snapshot(objects: Iterable[dict], source: str = "") -> ClusterSnapshot
         priority_classes=priority_classes,
         skipped=skipped,
         source=source,
+        as_of=as_of,
     )

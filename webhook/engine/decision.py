@@ -29,6 +29,8 @@ class Decision:
         quota: the queue layer's report, None when the gang uses no queue gangcheck knows.
         fragmentation: free / stranded GPUs, ratio, deficit for the gang's main pod shape.
         placement: pod set → [[node, pods], ...] proving Fits (now) or feasibility (ever).
+        expected_wait: ``WaitEstimate.as_dict()`` (seconds) for a Waits verdict when the caller
+            gave the time; None otherwise.
     """
 
     verdict: str
@@ -41,6 +43,7 @@ class Decision:
     quota: dict[str, Any] | None = None
     fragmentation: dict[str, Any] | None = None
     placement: dict[str, Any] = field(default_factory=dict)
+    expected_wait: dict[str, Any] | None = None
 
     @property
     def allowed(self) -> bool:
@@ -64,4 +67,5 @@ class Decision:
             "quota": self.quota,
             "fragmentation": self.fragmentation,
             "placement": self.placement,
+            "expected_wait": self.expected_wait,
         }

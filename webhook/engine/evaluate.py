@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,9 @@ from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
+from .wait import RuntimeHistory, estimate_wait, gangs_ahead
 
-__all__ = ["EngineOptions", "evaluate", "DEFAULT_GPU_RESOURCES"]
+__all__ = ["EngineOptions", "evaluate", "expected_wait", "DEFAULT_GPU_RESOURCES"]
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 SAMPLES = 3
@@ -404,13 +406,24 @@ def _lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, f
                 findings.append(f)
 
 
-def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | None = None) -> Decision:
+def evaluate(
+    snap: ClusterSnapshot,
+    gang: GangRequest,
+    options: EngineOptions | None = None,
+    *,
+    now: float | None = None,
+    history: RuntimeHistory | None = None,
+) -> Decision:
     """Decide whether ``gang`` can start now, later, or never on ``snap``.
 
     Args:
         snap: the cluster (``ClusterSnapshot``), never modified.
         gang: the gang (``GangRequest``) as an adapter built it.
         options: policy knobs; defaults match the default policy.
+        now: the current time, epoch seconds. When given, a Waits verdict carries an expected
+            wait (``wait.estimate_wait``: limit-based earliest start and a p50/p90 band); the
+            engine itself has no clock.
+        history: learned run times per (queue, owner kind) for pods without a limit.
 
     Returns:
         A ``Decision``. "Doesn't fit" is a Decision, never an exception.
@@ -506,8 +519,41 @@ def evaluate(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions | 
     }
     message = _message(gang, verdict, findings, nodes, frag)
     warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info")]
+    expected = None
+    if now is not None and verdict == WAITS and main_ev is not None:
+        expected = _expected_wait(snap, gang, now, main_ev.now_mask, history)
     return Decision(verdict, reasons, message, warnings, findings, gang_info, nodes,
-                    quota.report if quota else None, frag, placement)
+                    quota.report if quota else None, frag, placement, expected)
+
+
+def _expected_wait(snap, gang, now, eligible, history) -> dict[str, Any]:
+    est = estimate_wait(snap, gang, now, history=history, ahead=gangs_ahead(snap, gang, eligible=eligible), eligible=eligible)
+    return est.as_dict()
+
+
+def expected_wait(
+    snap: ClusterSnapshot,
+    gang: GangRequest,
+    now: float,
+    options: EngineOptions | None = None,
+    flavors: Mapping[str, str] | None = None,
+    *,
+    history: RuntimeHistory | None = None,
+) -> dict[str, Any] | None:
+    """The expected wait of ``gang`` (``WaitEstimate.as_dict()``, seconds) on its main pod set's
+    eligible nodes now, or None when the gang has no pods. For callers that decided first and
+    estimate later (the webhook computes it off the request's critical path). ``flavors`` is
+    the Decision's ``quota["flavors"]`` (pod set → Kueue flavor assigned now).
+    """
+    options = options or EngineOptions()
+    pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]
+    if not pod_sets:
+        return None
+    main = _primary(pod_sets, options)
+    name = (flavors or {}).get(main.name)
+    flavor = snap.kueue.flavors.get(name) if name else None
+    ev = _evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
+    return _expected_wait(snap, gang, now, ev.now_mask, history)
 
 
 def _check_topology(snap, evals, placed):

@@ -92,6 +92,8 @@ class ClusterSnapshot:
         kueue, volcano, priority_classes: queue state and PriorityClass values.
         skipped: kind → count of objects in the source the engine does not use.
         source: where it came from (a path, "demo", "live").
+        as_of: the time (epoch seconds) the state describes when it is not "now" (the demo's
+            fixed clock); None for live data and dumps (callers use the current time).
 
     Build with the constructor; never mutate. ``node_used`` lets a cache that already tracks
     per-node requests skip re-summing pods.
@@ -109,6 +111,7 @@ class ClusterSnapshot:
         source: str = "",
         node_used: Mapping[str, Resources] | None = None,
         extra_resources: Iterable[str] = (),
+        as_of: float | None = None,
     ) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.pods: tuple[BoundPod, ...] = tuple(pods)
@@ -117,6 +120,7 @@ class ClusterSnapshot:
         self.priority_classes = MappingProxyType(dict(priority_classes or {}))
         self.skipped = MappingProxyType(dict(skipped or {}))
         self.source = source
+        self.as_of = as_of
         self.node_index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
 
         names: dict[str, None] = {"cpu": None, "memory": None, "pods": None}
