@@ -371,7 +371,9 @@ def create_app(
         if est is None:
             fut = inflight.get(key)
             if fut is None:
-                if pending[0] >= max_pending:
+                # One estimate at a time: on a large cluster it takes long enough to slow the
+                # checks sharing the interpreter, and a later request will pick it up.
+                if pending[0] >= max_pending or inflight:
                     return decision
                 flavors = (decision.quota or {}).get("flavors")
                 now = snap.as_of if snap.as_of is not None else clock()
