@@ -26,9 +26,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .adapters import adapt, is_supported
-from .engine.wait import format_duration
 from .engine.decision import FITS, NEVER_FITS, WAITS, Decision
 from .engine.model import GangRequest
+from .engine.wait import format_duration
 
 if TYPE_CHECKING:  # admission only reads a Policy's attributes; no pydantic at import time
     from .policy import Policy

@@ -12,9 +12,9 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ _ORDER = [
     "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
-    "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "DevicePluginDown", "NodesNotReady", "NodesCordoned",
+    "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
     "NodesTransientlyTainted", "MigReconfiguring", "PlacementUnproven",
 ]
 
@@ -55,6 +55,7 @@ class EngineOptions:
     transient_taints: frozenset[str] = field(default_factory=frozenset)
 
     def is_gpu(self, resource: str) -> bool:
+        """True when ``resource`` names an accelerator (matches a ``gpu_resources`` entry)."""
         return any(fnmatch(resource, p) for p in self.gpu_resources)
 
 
