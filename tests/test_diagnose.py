@@ -1,0 +1,131 @@
+"""gangcheck diagnose: the isolation order on the demo's 64 × 8 gang (golden text and JSON) and
+the diagnosis-only field cases (C08 orphan PodGroups, C31 device-plugin pod Pending)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from builders import GPU, gang, node, pod, pod_set, snapshot
+from webhook.adapters import adapt
+from webhook.cli import main
+from webhook.demo import DEMO_NOW, demo_snapshot
+from webhook.diagnose import diagnose, find_gang, render_diagnosis, TargetNotFound
+from webhook.dump import load_documents
+from webhook.engine.model import PodGroupState, VolcanoQueue, VolcanoState
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+EXAMPLE = "examples/pytorchjob-64x8.yaml"
+
+
+def _demo_report():
+    g = adapt(load_documents(EXAMPLE)[1][0])
+    return diagnose(demo_snapshot(), g, DEMO_NOW)
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_demo_64x8_golden_text():
+    _golden("diagnose-pytorchjob-64x8.txt", render_diagnosis(_demo_report()) + "\n")
+
+
+def test_demo_64x8_golden_json():
+    _golden("diagnose-pytorchjob-64x8.json", json.dumps(_demo_report(), indent=2, default=str) + "\n")
+
+
+def test_demo_json_contract():
+    rep = _demo_report()
+    assert [s["name"] for s in rep["steps"]] == ["quota", "fit", "nodes", "device-plugin", "partial-gangs"]
+    for s in rep["steps"]:
+        assert set(s) >= {"name", "command", "findings", "meaning"} and s["command"].startswith("kubectl")
+    assert rep["verdict"].startswith("PyTorchJob llm/llama-70b-pretrain: Waits")
+    fit = rep["steps"][1]["findings"]
+    assert (fit["pods_needed"], fit["pods_placeable_now"], fit["deficit"], fit["gpus_stranded"]) == (64, 12, 52, 1200)
+    keys = {"action", "displaced_pods", "displaced_gpus", "tenants", "pdb_violations", "gpu_hours_lost", "frees_nodes", "expected_start", "victims"}
+    assert rep["fixes"] and all(keys <= set(f) for f in rep["fixes"])
+    costs = [(f["pdb_violations"], -1 if f["max_victim_priority"] is None else f["max_victim_priority"], len(f["tenants"]),
+              f["displaced_pods"], f["displaced_gpus"]) for f in rep["fixes"]]
+    assert costs == sorted(costs)                             # ranked order
+    assert rep["steps"][3]["findings"]["nodes"][0]["node"] == "h100-022"   # the plugin-down node
+
+
+def test_c31_device_plugin_pod_pending_on_node_x():
+    snap = snapshot([node("X", gpu=8, alloc_gpu=0), node("Y", gpu=8)],
+                    [pod("train-0", "X", gpu=1), pod("nvidia-device-plugin-daemonset-abcde", "", ns="gpu-operator", phase="Pending",
+                                                     owner_kind="DaemonSet", owner_name="nvidia-device-plugin-daemonset")])
+    rep = diagnose(snap, gang(pod_set("t", 2, gpu=8), kind="Job"), 0.0)
+    step = rep["steps"][3]
+    x = next(e for e in step["findings"]["nodes"] if e["node"] == "X")
+    assert any("capacity 8, allocatable 0" in p for p in x["problems"])
+    assert any("allocatable 0 < 1 held by pods" in p for p in x["problems"])
+    assert x["plugin_pods"][0]["phase"] == "Pending"
+    assert "device-plugin pod gpu-operator/nvidia-device-plugin-daemonset-abcde is Pending for X" in step["meaning"]
+    assert "default scheduler" in step["meaning"]
+
+
+def test_device_plugin_pod_running_on_node_named_with_commands():
+    snap = snapshot([node("A", gpu=8, alloc_gpu=7)], [pod("nvidia-device-plugin-x1", "A", ns="kube-system")])
+    rep = diagnose(snap, gang(pod_set("t", 1, gpu=8), kind="Job"), 0.0)
+    m = rep["steps"][3]["meaning"]
+    assert "1 unhealthy device(s)" in m and "kube-system/nvidia-device-plugin-x1 is Running on A" in m
+    assert "kubectl -n kube-system logs nvidia-device-plugin-x1" in m
+
+
+def test_c08_orphan_podgroups_listed_and_fix_deletes_them():
+    orphans = {("default", f"pg-{i}"): PodGroupState("default", f"pg-{i}", "default", 1, {GPU: 1}, "Inqueue", 0) for i in range(4)}
+    snap = snapshot([node("n1", gpu=4), node("n2", gpu=4)],
+                    volcano=VolcanoState(queues={"default": VolcanoQueue("default", capability={GPU: 4}, allocated={GPU: 4})},
+                                         pod_groups=orphans))
+    rep = diagnose(snap, gang(pod_set("t", 1, gpu=1), kind="Job", volcano_queue="default"), 0.0)
+    q = rep["steps"][0]
+    assert q["findings"]["orphan_pod_groups"] == [f"default/pg-{i}" for i in range(4)]
+    assert q["status"] == "blocking"
+    fix = rep["fixes"][0]
+    assert fix["action"] == "release-reservations" and fix["displaced_pods"] == 0
+    assert "kubectl -n default delete podgroup pg-0" in fix["commands"]
+    assert "orphan PodGroups (4): default/pg-0" in render_diagnosis(rep)
+
+
+def test_c14_partial_gangs_deadlock_reported():
+    nodes = [node(f"n{i}", gpu=1) for i in range(4)]
+    pods = []
+    for gname, bound in (("a", ("n0", "n1")), ("b", ("n2", "n3"))):
+        k = f"Job/default/{gname}"
+        pods += [pod(f"{gname}-{i}", bn, gpu=1, gang=k) for i, bn in enumerate(bound)]
+        pods += [pod(f"{gname}-{i + 2}", "", gpu=1, gang=k, phase="Pending") for i in range(2)]
+    rep = diagnose(snapshot(nodes, pods), gang(pod_set("t", 4, gpu=1, max_per_node=1), kind="Job", name="b"), 0.0)
+    pg = rep["steps"][4]
+    assert pg["findings"]["partial_gangs_total"] == 2
+    assert pg["findings"]["deadlocks"] == [["Job/default/a", "Job/default/b"]]
+    assert "Deadlock" in pg["meaning"]
+    ev = next(f for f in rep["fixes"] if f["displaced_pods"])
+    assert {v["name"] for v in ev["victims"]} == {"a-0", "a-1"}
+
+
+def test_find_gang_from_pods_and_not_found_message():
+    snap = demo_snapshot()
+    g, how = find_gang("pytorchjob/vision-pretrain", "team-vision", snap)
+    assert g.pods == 24 and "reconstructed from its 24 pod(s)" in how
+    rep = diagnose(snap, g, DEMO_NOW)
+    assert rep["decision"]["verdict"] == "Running" and rep["fixes"] == []
+    with pytest.raises(TargetNotFound, match="manifest file"):
+        find_gang("job/nope", "llm", snap)
+
+
+def test_cli_diagnose_json_and_errors(capsys):
+    assert main(["diagnose", EXAMPLE, "--cluster", "demo", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] and doc["steps"] and doc["fixes"]
+    assert main(["diagnose", "job/nope", "-n", "llm", "--cluster", "demo"]) == 2
+    assert "not found in namespace llm" in capsys.readouterr().err
+    assert main(["diagnose", "job/rec-ranker-large", "-n", "team-rec", "--cluster", "demo"]) == 0
+    assert "Running" in capsys.readouterr().out

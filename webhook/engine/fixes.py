@@ -1,0 +1,1137 @@
+"""Fixes for a gang that Waits, ranked by what they cost other tenants (FIELD-NOTES §7).
+
+Zero-displacement fixes come first (repair broken nodes, release orphan reservations, borrow or
+raise quota, change a selector, shrink the gang, wait, add nodes), then fixes that displace
+running work: *consolidate* (move the pods off the cheapest nodes — called "move" only when the
+victims re-fit on the remaining nodes, else "preempt") and *preempt lower-priority work*.
+
+Cost of a displacing fix, compared in this order (lexicographic):
+  1. PodDisruptionBudget violations (0: the snapshot carries no PDBs; ``pdb`` can supply them),
+  2. highest victim priority,
+  3. tenants (namespaces) touched,
+  4. pods displaced, 5. GPUs displaced,
+  6. GPU-hours of work lost: GPUs × (now − pod start) for each victim pod; 0 for pods of a
+     partial gang (bound while siblings are Pending: no progress is being made).
+
+Victims: pods of a gang that spans nodes (``BoundPod.gang`` naming a workload, not a
+ReplicaSet/StatefulSet/DaemonSet) are evicted whole, never in part; DaemonSet pods and pods at
+system priority (≥ 2,000,000,000) are never victims; the gang's own pods are never victims.
+Choosing victims is a minimum k-union problem: exact enumeration up to ``EXACT_UNITS`` victim
+units, otherwise greedy by marginal cost (per-node bundles and whole units as candidates) plus
+a drop/swap local search. When every unit is node-local, the greedy takes the D cheapest nodes.
+
+Pure: no I/O, no clock (``now`` is an argument).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .decision import NEVER_FITS, Decision
+from .filters import Constraints, filter_nodes
+from .fit import Demand, Shape, pods_per_node, place, shape_of
+from .model import BoundPod, GangRequest, PodSet, ResourceFlavor
+from .snapshot import ClusterSnapshot
+
+__all__ = [
+    "Victim",
+    "Fix",
+    "Unit",
+    "GangView",
+    "gang_view",
+    "victim_units",
+    "choose_victims",
+    "brute_force_victims",
+    "rank_fixes",
+    "compute_fixes",
+    "broken_nodes",
+    "own_pod",
+    "set_cost",
+    "NON_GANG_OWNERS",
+    "SYSTEM_PRIORITY",
+    "EXACT_UNITS",
+    "node_local_victims",
+]
+
+#: Owner kinds whose pods are interchangeable replicas, not gang members: one may be evicted alone.
+NON_GANG_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Node", "ReplicationController"})
+#: Pods at or above this priority (system-cluster-critical, system-node-critical) are never victims.
+SYSTEM_PRIORITY = 2_000_000_000
+#: Victim choice is exact (enumeration of every subset) up to this many candidate units.
+EXACT_UNITS = 12
+#: Rank of each action among fixes of equal displacement cost (lower first).
+ACTION_RANK = {
+    "repair": 0, "release-reservations": 1, "lower-quota": 2, "borrow-quota": 3, "raise-quota": 4,
+    "change-selector": 5, "shrink": 6, "wait": 7, "add-nodes": 8,
+    "repair+move": 9, "move": 10, "repair+preempt": 11, "preempt": 12, "evict-partial": 13,
+}
+_NEG_INF = float("-inf")
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Victim:
+    """One pod a fix displaces: ``unit`` is the gang it is evicted with (or the pod itself)."""
+
+    namespace: str
+    name: str
+    node: str
+    unit: str
+    priority: int
+    gpus: int
+    gpu_hours: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"namespace": self.namespace, "name": self.name, "node": self.node, "unit": self.unit,
+                "priority": self.priority, "gpus": self.gpus, "gpu_hours": round(self.gpu_hours, 2)}
+
+
+@dataclass
+class Fix:
+    """One way to get the gang started, with what it costs others and what it buys.
+
+    Attributes:
+        action: repair, release-reservations, lower-quota, borrow-quota, raise-quota,
+            change-selector, shrink, wait, add-nodes, move, preempt, repair+move, repair+preempt.
+        summary: one sentence a person acts on.
+        displaced_pods / displaced_gpus: running pods and GPUs the fix evicts.
+        tenants: namespaces whose pods are evicted (sorted).
+        pdb_violations: PodDisruptionBudgets the evictions would violate (0 without PDB data).
+        max_victim_priority: highest priority among victims, None without victims.
+        gpu_hours_lost: GPU-hours of running work thrown away (hours, 2 decimals).
+        frees_nodes: nodes the fix makes able to host one of the gang's pods.
+        expected_start: epoch seconds when the gang could start, None when unknown.
+        sufficient: True when this fix alone lets the whole gang start.
+        victims: the displaced pods. nodes: the nodes freed or repaired.
+        commands: kubectl commands that carry the fix out (or show what to change).
+    """
+
+    action: str
+    summary: str
+    displaced_pods: int = 0
+    displaced_gpus: int = 0
+    tenants: list[str] = field(default_factory=list)
+    pdb_violations: int = 0
+    max_victim_priority: int | None = None
+    gpu_hours_lost: float = 0.0
+    frees_nodes: int = 0
+    expected_start: float | None = None
+    sufficient: bool = False
+    victims: list[Victim] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    def cost(self) -> tuple:
+        """The displacement cost, compared lexicographically (see the module doc)."""
+        prio = _NEG_INF if self.max_victim_priority is None else self.max_victim_priority
+        return (self.pdb_violations, prio, len(self.tenants), self.displaced_pods, self.displaced_gpus,
+                round(self.gpu_hours_lost, 6))
+
+    def rank_key(self) -> tuple:
+        """Sort key: cost, then the action's rank, then fixes that suffice alone first."""
+        return (self.cost(), ACTION_RANK.get(self.action, 99), not self.sufficient)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (victims capped at 50; ``victims_total`` gives the full count)."""
+        return {
+            "action": self.action,
+            "summary": self.summary,
+            "displaced_pods": self.displaced_pods,
+            "displaced_gpus": self.displaced_gpus,
+            "tenants": list(self.tenants),
+            "pdb_violations": self.pdb_violations,
+            "max_victim_priority": self.max_victim_priority,
+            "gpu_hours_lost": round(self.gpu_hours_lost, 2),
+            "frees_nodes": self.frees_nodes,
+            "expected_start": self.expected_start,
+            "sufficient": self.sufficient,
+            "victims": [v.to_dict() for v in self.victims[:50]],
+            "victims_total": len(self.victims),
+            "nodes": list(self.nodes[:50]),
+            "commands": list(self.commands),
+        }
+
+
+def rank_fixes(fixes: Iterable[Fix]) -> list[Fix]:
+    """Fixes in ranked order: zero displacement first, then by ``Fix.rank_key``; stable."""
+    return sorted(fixes, key=Fix.rank_key)
+
+
+# ---------------------------------------------------------------- the gang's view of the cluster
+
+
+@dataclass
+class GangView:
+    """Per pod set: the nodes it may use now/ever and how many of its pods each can take.
+
+    ``main`` is the index of the primary pod set (most GPUs per pod, then most pods);
+    ``own_bound`` / ``own_pending``: pods of this gang already in the snapshot.
+    ``need`` pods of the main shape still to place; ``placeable`` of them fit on free resources now.
+    """
+
+    pod_sets: list[PodSet]
+    shapes: list[Shape]
+    now_masks: list[np.ndarray]
+    ever_masks: list[np.ndarray]
+    k_now: list[np.ndarray]
+    main: int
+    own_bound: list[BoundPod]
+    own_pending: list[BoundPod]
+    need: int
+    placeable: int
+    gpu: str | None
+    priority: int
+
+    @property
+    def deficit(self) -> int:
+        """Pods of the main shape that have no place now (≥ 0)."""
+        return max(0, self.need - self.placeable)
+
+
+def is_gpu_name(resource: str, options: Any = None) -> bool:
+    """True for accelerator resources (``options.is_gpu`` when given, else the default names)."""
+    if options is not None and hasattr(options, "is_gpu"):
+        return bool(options.is_gpu(resource))
+    return resource in ("nvidia.com/gpu", "amd.com/gpu") or resource.startswith("nvidia.com/mig-")
+
+
+def own_pod(gang: GangRequest, p: BoundPod) -> bool:
+    """True when ``p`` belongs to ``gang`` (gang key, or owner/group name in its namespace)."""
+    if p.namespace != gang.namespace:
+        return False
+    if p.gang and (p.gang == gang.key or p.gang.lower() == gang.key.lower()):
+        return True
+    tail = p.gang.rsplit("/", 1)[-1] if p.gang else ""
+    return bool(gang.name) and (tail == gang.name or p.owner_name == gang.name)
+
+
+def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | None = None, options: Any = None) -> GangView:
+    """Masks and per-node pod counts for each pod set, honouring the Kueue flavor the quota
+    layer assigned (``decision.quota["flavors"]``). Units as in ``fit``.
+
+    Raises nothing for an empty gang (``need`` is then 0).
+    """
+    flavors_now = ((decision.quota or {}).get("flavors") or {}) if decision is not None else {}
+    transient = getattr(options, "transient_taints", frozenset())
+    pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]
+    shapes, now_masks, ever_masks, k_now = [], [], [], []
+    for ps in pod_sets:
+        fname = flavors_now.get(ps.name)
+        flavor = snap.kueue.flavors.get(fname) if fname else None
+        c = Constraints(ps, flavor.node_labels, flavor.tolerations) if isinstance(flavor, ResourceFlavor) else Constraints(ps)
+        now = filter_nodes(snap, c, ever=False).mask
+        ever = filter_nodes(snap, c, ever=True, transient=transient).mask
+        sh = shape_of(snap, ps.requests)
+        shapes.append(sh)
+        now_masks.append(now)
+        ever_masks.append(ever)
+        k_now.append(np.where(now, pods_per_node(snap.free, sh, ps.max_per_node), 0))
+
+    def gpu_of(ps: PodSet) -> int:
+        return max((v for r, v in ps.requests.items() if is_gpu_name(r, options)), default=0)
+
+    main = max(range(len(pod_sets)), key=lambda i: (gpu_of(pod_sets[i]), pod_sets[i].count), default=0)
+    ns = gang.namespace
+    own = [p for p in snap.pods if p.namespace == ns and own_pod(gang, p)]
+    own_bound = [p for p in own if p.node_name]
+    own_pending = [p for p in own if not p.node_name]
+    gpu = None
+    need = placeable = 0
+    if pod_sets:
+        ps = pod_sets[main]
+        gpu = next((r for r, v in ps.requests.items() if v and is_gpu_name(r, options)), None)
+        same = sum(o.count for o in pod_sets if dict(o.requests) == dict(ps.requests))
+        bound_same = sum(1 for p in own_bound if dict(p.requests) == dict(ps.requests))
+        need = max(0, same - bound_same)
+        placeable = int(k_now[main].sum())
+    priority = 0
+    if gang.priority_class:
+        priority = snap.priority_classes.get(gang.priority_class, 0)
+    elif own:
+        priority = max(p.priority for p in own)
+    return GangView(pod_sets, shapes, now_masks, ever_masks, k_now, main, own_bound, own_pending, need, placeable, gpu, priority)
+
+
+# ---------------------------------------------------------------- victim units
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Pods evicted together: a gang spanning nodes, or one pod.
+
+    ``use``: node index → resources freed on that node, as ints in the shape's column order.
+    ``priority``: highest priority of its pods; ``gpus``/``hours``: GPUs and GPU-hours lost.
+    """
+
+    key: str
+    pods: tuple[BoundPod, ...]
+    use: Mapping[int, tuple[int, ...]]
+    priority: int
+    tenants: frozenset[str]
+    gpus: int
+    hours: float
+    pdb: int = 0
+    partial: bool = False
+
+    @property
+    def node_local(self) -> bool:
+        """True when every pod of the unit is on one node."""
+        return len(self.use) <= 1
+
+
+def _unit_key(p: BoundPod) -> str:
+    if p.gang and p.owner_kind not in NON_GANG_OWNERS and not p.gang.startswith(tuple(k + "/" for k in NON_GANG_OWNERS)):
+        return p.gang
+    return f"Pod/{p.namespace}/{p.name}"
+
+
+def victim_units(
+    snap: ClusterSnapshot,
+    gang: GangRequest,
+    shape: Shape,
+    nodes: Iterable[int],
+    now: float | None,
+    *,
+    max_priority: int | None = None,
+    options: Any = None,
+    pdb: Mapping[str, int] | None = None,
+) -> list[Unit]:
+    """The units whose eviction could help on ``nodes`` (node indices), whole gangs included.
+
+    A unit is a candidate when one of its pods on those nodes requests a resource of ``shape``
+    (other than the pod slot, which every pod takes). Units above ``max_priority`` (exclusive
+    bound: only priority < max_priority kept when given), DaemonSet pods, system-priority pods and
+    the gang's own pods are left out. GPU-hours: GPUs × (now − start) / 3600 per pod, 0 for pods of
+    a partial gang or without a start time. ``pdb`` maps a unit key to PDB violations it causes.
+    """
+    cols = [int(c) for c in shape.cols]
+    names = list(shape.names)
+    relevant = {n for n in names if n != "pods"}
+    pending_gangs = {p.gang for p in snap.pending_pods if p.gang}
+    keys: set[str] = set()
+    for i in nodes:
+        for p in snap.pods_by_node.get(snap.nodes[i].name, ()):
+            if p.owner_kind == "DaemonSet" or p.priority >= SYSTEM_PRIORITY or own_pod(gang, p):
+                continue
+            if any(p.requests.get(r, 0) for r in relevant):
+                keys.add(_unit_key(p))
+    if not keys:
+        return []
+    members: dict[str, list[BoundPod]] = {k: [] for k in keys}
+    gang_keys = {k for k in keys if not k.startswith("Pod/")}
+    if gang_keys:
+        for p in snap.pods:
+            if p.node_name and p.gang in gang_keys and _unit_key(p) == p.gang:
+                members[p.gang].append(p)
+    for k in keys - gang_keys:
+        ns, name = k.split("/", 2)[1:]
+        for p in snap.pods_by_node.get(_node_of(snap, ns, name), ()):
+            if p.namespace == ns and p.name == name:
+                members[k].append(p)
+    units = []
+    for k in sorted(keys):
+        pods = tuple(members[k])
+        if not pods:
+            continue
+        prio = max(p.priority for p in pods)
+        if max_priority is not None and prio >= max_priority:
+            continue
+        if any(p.priority >= SYSTEM_PRIORITY or p.owner_kind == "DaemonSet" for p in pods):
+            continue
+        use: dict[int, list[int]] = {}
+        gpus = 0
+        hours = 0.0
+        partial = k in pending_gangs
+        for p in pods:
+            i = snap.node_index.get(p.node_name)
+            if i is None:
+                continue
+            row = use.setdefault(i, [0] * len(cols))
+            for j, n in enumerate(names):
+                row[j] += 1 if n == "pods" else int(p.requests.get(n, 0))
+            g = sum(v for r, v in p.requests.items() if is_gpu_name(r, options))
+            gpus += g
+            if not partial and now is not None and p.start_time is not None:
+                hours += g * max(0.0, now - p.start_time) / 3600.0
+        units.append(Unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
+                          frozenset(p.namespace for p in pods), gpus, hours, (pdb or {}).get(k, 0), partial))
+    return units
+
+
+_POD_NODE_CACHE: dict[int, dict[tuple[str, str], str]] = {}
+
+
+def _node_of(snap: ClusterSnapshot, ns: str, name: str) -> str:
+    idx = _POD_NODE_CACHE.get(id(snap))
+    if idx is None or idx.get(("", "__snap__")) != str(id(snap.pods)):
+        idx = {(p.namespace, p.name): p.node_name for p in snap.pods}
+        idx[("", "__snap__")] = str(id(snap.pods))
+        _POD_NODE_CACHE.clear()
+        _POD_NODE_CACHE[id(snap)] = idx
+    return idx.get((ns, name), "")
+
+
+# ---------------------------------------------------------------- the k-union search
+
+
+def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
+    """Lexicographic cost of evicting the chosen units (indices): see the module doc."""
+    chosen = list(chosen)
+    if not chosen:
+        return (0, _NEG_INF, 0, 0, 0, 0.0)
+    tenants: set[str] = set()
+    pdb = pods = gpus = 0
+    hours = 0.0
+    prio = _NEG_INF
+    for i in chosen:
+        u = units[i]
+        pdb += u.pdb
+        prio = max(prio, u.priority)
+        tenants |= u.tenants
+        pods += len(u.pods)
+        gpus += u.gpus
+        hours += u.hours
+    return (pdb, prio, len(tenants), pods, gpus, round(hours, 6))
+
+
+class _Gain:
+    """Pods of the shape gained on each node when units are removed (incremental)."""
+
+    def __init__(self, avail: Mapping[int, tuple[int, ...]], vals: Sequence[int], max_per_node: int | None) -> None:
+        self.avail = avail
+        self.vals = tuple(int(v) for v in vals)
+        self.cap = max_per_node
+        self.base = {i: self.k(a) for i, a in avail.items()}
+
+    def k(self, a: Sequence[int]) -> int:
+        k = min(max(0, x) // v for x, v in zip(a, self.vals))
+        return min(k, self.cap) if self.cap is not None else k
+
+    def of(self, units: Sequence[Unit], chosen: Iterable[int]) -> int:
+        """Total pods gained on the candidate nodes when ``chosen`` units are evicted."""
+        removed: dict[int, list[int]] = {}
+        for ui in chosen:
+            for n, use in units[ui].use.items():
+                if n not in self.avail:
+                    continue
+                row = removed.setdefault(n, [0] * len(self.vals))
+                for j, x in enumerate(use):
+                    row[j] += x
+        total = 0
+        for n, row in removed.items():
+            a = self.avail[n]
+            total += self.k([x + y for x, y in zip(a, row)]) - self.base[n]
+        return total
+
+
+def brute_force_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], vals: Sequence[int], need: int,
+                        max_per_node: int | None = None) -> list[int] | None:
+    """The exact minimum-cost set of unit indices gaining ≥ ``need`` pods (every subset tried).
+
+    Exponential: for ``len(units) ≤ EXACT_UNITS`` and for tests. None when even evicting every
+    unit gains too little. Ties broken by fewer units, then lower indices.
+    """
+    if need <= 0:
+        return []
+    g = _Gain(avail, vals, max_per_node)
+    best, best_cost = None, None
+    n = len(units)
+    for size in range(1, n + 1):
+        for combo in itertools.combinations(range(n), size):
+            c = set_cost(units, combo)
+            if best_cost is not None and c >= best_cost:
+                continue
+            if g.of(units, combo) >= need:
+                best, best_cost = list(combo), c
+    return best
+
+
+def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], vals: Sequence[int], need: int,
+                   max_per_node: int | None = None, *, exact_limit: int = EXACT_UNITS, max_swaps: int = 200) -> list[int] | None:
+    """Units (indices) to evict so the candidate nodes gain ≥ ``need`` pods of the shape.
+
+    Args:
+        units: candidate victim units (``victim_units``).
+        avail: node index → free resources now, in the shape's column order (ints).
+        vals: the shape's per-pod request, same order. need: pods to gain.
+        exact_limit: at most this many units → exact enumeration (``brute_force_victims``).
+
+    Returns:
+        Unit indices (sorted), or None when evicting all of them gains fewer than ``need`` pods.
+
+    Greedy: candidates are single units and, per node, the cheapest bundle of units that frees
+    one pod there; each step takes the candidate of least marginal cost per pod gained
+    (PDB and priority compared as totals/maxima, the rest per pod gained). Then local search:
+    drop units that are not needed, swap one unit for one candidate while the cost falls.
+    """
+    if need <= 0:
+        return []
+    if len(units) <= exact_limit:
+        best = brute_force_victims(units, avail, vals, need, max_per_node)
+        return None if best is None else sorted(best)
+    g = _Gain(avail, vals, max_per_node)
+    if all(u.node_local for u in units):
+        local = node_local_victims(units, g, need)
+        if local is not None:
+            return local
+    if g.of(units, range(len(units))) < need:
+        return None
+    # Candidates: single units, and per node the cheapest bundle that gains a pod there.
+    on_node: dict[int, list[int]] = {}
+    for ui, u in enumerate(units):
+        for n in u.use:
+            if n in avail:
+                on_node.setdefault(n, []).append(ui)
+    singles = [frozenset([ui]) for ui in range(len(units))]
+    bundles: dict[int, frozenset[int]] = {}
+    for n, uis in on_node.items():
+        if len(uis) > 1:
+            b = _node_bundle(units, uis, n, g)
+            if b and len(b) > 1:
+                bundles[n] = frozenset(b)
+    st = _State(units, g, avail)
+
+    def key_of(c: frozenset[int]):
+        extra = c - st.chosen
+        if not extra:
+            return None
+        d = st.delta_add(extra)
+        if d <= 0:
+            return None
+        eff = max(1, min(d, need - st.gained))
+        cur = st.cost()
+        nc = st.cost_with(extra)
+        return (nc[0], nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
+
+    # Lazy greedy: keys are re-evaluated when popped; a candidate whose fresh key still beats
+    # the next stale key is taken.
+    heap: list = []
+    seq = itertools.count()
+    for c in itertools.chain(singles, set(bundles.values())):
+        k = key_of(c)
+        if k is not None:
+            heapq.heappush(heap, (k, next(seq), c))
+    while st.gained < need:
+        best = None
+        while heap:
+            _, _, c = heapq.heappop(heap)
+            k = key_of(c)
+            if k is None:
+                continue
+            if not heap or k <= heap[0][0]:
+                best = c - st.chosen
+                break
+            heapq.heappush(heap, (k, next(seq), c))
+        if best is None:
+            # Stale keys may have dropped candidates whose gain became positive: rescan once.
+            for c in itertools.chain(singles, set(bundles.values())):
+                k = key_of(c)
+                if k is not None:
+                    heapq.heappush(heap, (k, next(seq), c))
+            if not heap:
+                return None
+            continue
+        touched = st.add(best)
+        for n in touched:
+            for ui in on_node.get(n, ()):
+                if ui not in st.chosen:
+                    k = key_of(singles[ui])
+                    if k is not None:
+                        heapq.heappush(heap, (k, next(seq), singles[ui]))
+        # Bundles on the nodes that changed are recomputed against their new state.
+        for n in touched:
+            rest = [ui for ui in on_node.get(n, ()) if ui not in st.chosen]
+            b = _node_bundle(units, rest, n, g, st.removed.get(n)) if len(rest) > 1 else None
+            if b and len(b) > 1:
+                bundles[n] = frozenset(b)
+                k = key_of(bundles[n])
+                if k is not None:
+                    heapq.heappush(heap, (k, next(seq), bundles[n]))
+            else:
+                bundles.pop(n, None)
+    cand_list = singles + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
+    return sorted(_local_search(units, g, set(st.chosen), need, cand_list, max_swaps))
+
+
+#: Units on one node beyond which the node-local search falls back to the greedy.
+NODE_LOCAL_SUBSETS = 10
+
+
+def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int] | None:
+    """Exact victims when every unit sits on one node (FIELD-NOTES §7: node-local victims make
+    the choice per node independent).
+
+    Per node, every subset of its units gives a gain (pods of the shape freed there) and a
+    cost; a knapsack over nodes (state: pods gained, capped at ``need``) minimises
+    (Σ PDB violations, Σ pods, Σ GPUs, Σ GPU-hours) for each ceiling on victim priority, and the
+    ceiling with the least overall lexicographic cost (``set_cost``) wins. Exact when one tenant
+    is involved; with several, tenants are counted after the fact. Returns sorted unit indices,
+    or None when a node carries more than ``NODE_LOCAL_SUBSETS`` units (then use the greedy).
+    """
+    on_node: dict[int, list[int]] = {}
+    for ui, u in enumerate(units):
+        for n in u.use:
+            if n in g.avail:
+                on_node.setdefault(n, []).append(ui)
+    if any(len(v) > NODE_LOCAL_SUBSETS for v in on_node.values()):
+        return None
+    best, best_cost = None, None
+    for ceiling in sorted({u.priority for u in units}):
+        dp: dict[int, tuple[tuple, tuple[int, ...]]] = {0: ((0, 0, 0, 0.0), ())}
+        for n, uis in on_node.items():
+            allowed = [ui for ui in uis if units[ui].priority <= ceiling]
+            options: dict[int, tuple[tuple, tuple[int, ...]]] = {}
+            for size in range(1, len(allowed) + 1):
+                for combo in itertools.combinations(allowed, size):
+                    gain = min(g.of(units, combo), need)
+                    if gain <= 0:
+                        continue
+                    c = (sum(units[i].pdb for i in combo), sum(len(units[i].pods) for i in combo),
+                         sum(units[i].gpus for i in combo), round(sum(units[i].hours for i in combo), 6))
+                    if gain not in options or c < options[gain][0]:
+                        options[gain] = (c, combo)
+            nxt = dict(dp)
+            for have, (cost, chosen) in dp.items():
+                for gain, (c, combo) in options.items():
+                    tot = min(need, have + gain)
+                    nc = tuple(a + b for a, b in zip(cost, c))
+                    if tot not in nxt or nc < nxt[tot][0]:
+                        nxt[tot] = (nc, chosen + combo)
+            dp = nxt
+        if need in dp:
+            chosen = sorted(dp[need][1])
+            cost = set_cost(units, chosen)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = chosen, cost
+    return best if best is not None else None
+
+
+def _node_bundle(units: Sequence[Unit], uis: list[int], n: int, g: _Gain, removed: Sequence[int] | None = None) -> list[int] | None:
+    """The cheapest units on node ``n`` whose eviction gains one more pod there, given what is
+    already ``removed`` from it (exact up to 10 units, else cheapest-first)."""
+    start = list(g.avail[n]) if removed is None else [x + y for x, y in zip(g.avail[n], removed)]
+    base = g.k(start)
+
+    def gains(combo) -> bool:
+        row = list(start)
+        for ui in combo:
+            for j, x in enumerate(units[ui].use.get(n, ())):
+                row[j] += x
+        return g.k(row) > base
+
+    if len(uis) <= 10:
+        best = best_cost = None
+        for size in range(1, len(uis) + 1):
+            for combo in itertools.combinations(uis, size):
+                c = set_cost(units, combo)
+                if best_cost is not None and c >= best_cost:
+                    continue
+                if gains(combo):
+                    best, best_cost = list(combo), c
+        return best
+    order = sorted(uis, key=lambda ui: set_cost(units, [ui]))
+    taken: list[int] = []
+    for ui in order:
+        taken.append(ui)
+        if gains(taken):
+            return taken
+    return None
+
+
+class _State:
+    """Chosen units with running totals: removed resources per node, pods gained, cost parts."""
+
+    def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]]) -> None:
+        self.units, self.g, self.avail = units, g, avail
+        self.chosen: set[int] = set()
+        self.removed: dict[int, list[int]] = {}
+        self.gained = 0
+        self.pdb = self.pods = self.gpus = 0
+        self.hours = 0.0
+        self.prio = _NEG_INF
+        self.tenants: dict[str, int] = {}
+
+    def _k(self, n: int, extra: Sequence[int] | None = None, sign: int = 1) -> int:
+        a = self.avail[n]
+        r = self.removed.get(n)
+        row = list(a) if r is None else [x + y for x, y in zip(a, r)]
+        if extra is not None:
+            row = [x + sign * y for x, y in zip(row, extra)]
+        return self.g.k(row)
+
+    def delta_add(self, extra: Iterable[int]) -> int:
+        """Pods gained if ``extra`` units were added."""
+        add: dict[int, list[int]] = {}
+        for ui in extra:
+            for n, use in self.units[ui].use.items():
+                if n in self.avail:
+                    row = add.setdefault(n, [0] * len(self.g.vals))
+                    for j, x in enumerate(use):
+                        row[j] += x
+        return sum(self._k(n, row) - self._k(n) for n, row in add.items())
+
+    def loss_remove(self, ui: int) -> int:
+        """Pods lost if unit ``ui`` (chosen) were put back."""
+        return sum(self._k(n) - self._k(n, use, -1) for n, use in self.units[ui].use.items() if n in self.avail)
+
+    def cost(self) -> tuple:
+        return (self.pdb, self.prio, len(self.tenants), self.pods, self.gpus, round(self.hours, 6))
+
+    def cost_with(self, extra: Iterable[int]) -> tuple:
+        pdb, prio, pods, gpus, hours = self.pdb, self.prio, self.pods, self.gpus, self.hours
+        new_t = set()
+        for ui in extra:
+            u = self.units[ui]
+            pdb += u.pdb
+            prio = max(prio, u.priority)
+            pods += len(u.pods)
+            gpus += u.gpus
+            hours += u.hours
+            new_t |= {t for t in u.tenants if t not in self.tenants}
+        return (pdb, prio, len(self.tenants) + len(new_t), pods, gpus, round(hours, 6))
+
+    def add(self, extra: Iterable[int]) -> set[int]:
+        extra = list(extra)
+        self.gained += self.delta_add(extra)
+        touched: set[int] = set()
+        for ui in extra:
+            u = self.units[ui]
+            self.chosen.add(ui)
+            for n, use in u.use.items():
+                if n in self.avail:
+                    touched.add(n)
+                    row = self.removed.setdefault(n, [0] * len(self.g.vals))
+                    for j, x in enumerate(use):
+                        row[j] += x
+            self.pdb += u.pdb
+            self.prio = max(self.prio, u.priority)
+            self.pods += len(u.pods)
+            self.gpus += u.gpus
+            self.hours += u.hours
+            for t in u.tenants:
+                self.tenants[t] = self.tenants.get(t, 0) + 1
+        return touched
+
+
+def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_swaps: int,
+                  max_cands: int = 2000, max_chosen: int = 64) -> set[int]:
+    """Drop units that are not needed; then "add one candidate, drop what became redundant"
+    (covers 1-for-1 and k-for-1 swaps) while the cost falls; at most ``max_swaps`` moves, and
+    only while at most ``max_chosen`` units are chosen (the drop phase always runs)."""
+    def drop(sel: set[int], keep: frozenset[int] = frozenset()) -> set[int]:
+        st = _State(units, g, g.avail)
+        st.add(sel)
+        for ui in sorted(sel - keep, key=lambda u: set_cost(units, [u]), reverse=True):
+            loss = st.loss_remove(ui)
+            if st.gained - loss >= need:
+                for n, use in units[ui].use.items():
+                    if n in st.removed:
+                        st.removed[n] = [x - y for x, y in zip(st.removed[n], use)]
+                st.gained -= loss
+                st.chosen.discard(ui)
+        return set(st.chosen)
+
+    chosen = drop(chosen)
+    if len(chosen) > max_chosen:
+        return chosen
+    cost = set_cost(units, chosen)
+    moves = 0
+    improved = True
+    while improved and moves < max_swaps:
+        improved = False
+        for c in cand_list[:max_cands]:
+            if c <= chosen:
+                continue
+            trial = drop(chosen | c, keep=c)
+            tc = set_cost(units, trial)
+            if tc < cost:
+                chosen, cost = trial, tc
+                improved = True
+                moves += 1
+                break
+    return chosen
+
+
+# ---------------------------------------------------------------- building the fixes
+
+
+def _avail_rows(snap: ClusterSnapshot, shape: Shape, nodes: Iterable[int]) -> dict[int, tuple[int, ...]]:
+    cols = shape.cols
+    return {int(i): tuple(int(x) for x in snap.free[int(i), cols]) for i in nodes}
+
+
+def _victims_of(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Sequence[int], now: float | None, options) -> list[Victim]:
+    out = []
+    for ui in chosen:
+        u = units[ui]
+        partial = u.partial
+        for p in u.pods:
+            g = sum(v for r, v in p.requests.items() if is_gpu_name(r, options))
+            h = 0.0
+            if not partial and now is not None and p.start_time is not None:
+                h = g * max(0.0, now - p.start_time) / 3600.0
+            out.append(Victim(p.namespace, p.name, p.node_name, u.key, p.priority, g, h))
+    return out
+
+
+def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=None, pdb=None,
+                   base: np.ndarray | None = None, extra_mask: np.ndarray | None = None):
+    """Victims for the main pod set on ``base`` (free resources, default ``snap.free``; repaired
+    rows when a repair comes first) over the now-eligible nodes (plus ``extra_mask``).
+
+    Returns (units, chosen, freed node indices, avail matrix after eviction) or None.
+    """
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    if sh.missing:
+        return None
+    base = snap.free if base is None else base
+    mask = view.now_masks[main] if extra_mask is None else (view.now_masks[main] | extra_mask)
+    k_base = np.where(mask, pods_per_node(base, sh, ps.max_per_node), 0)
+    need = view.need - int(k_base.sum())
+    if need <= 0:
+        return None
+    full = pods_per_node(snap.alloc if extra_mask is None else np.maximum(snap.alloc, snap.ever_alloc), sh, ps.max_per_node)
+    cand = np.flatnonzero(mask & (full > k_base))
+    if len(cand) == 0:
+        return None
+    units = victim_units(snap, gang, sh, cand.tolist(), now, max_priority=max_priority, options=options, pdb=pdb)
+    if not units:
+        return None
+    cols = sh.cols
+    avail = {int(i): tuple(int(x) for x in base[int(i), cols]) for i in cand.tolist()}
+    chosen = choose_victims(units, avail, sh.vals.tolist(), need, ps.max_per_node)
+    if chosen is None:
+        return None
+    g = _Gain(avail, sh.vals.tolist(), ps.max_per_node)
+    freed = []
+    removed: dict[int, list[int]] = {}
+    for ui in chosen:
+        for n, use in units[ui].use.items():
+            if n in avail:
+                row = removed.setdefault(n, [0] * len(g.vals))
+                for j, x in enumerate(use):
+                    row[j] += x
+    for n, row in removed.items():
+        if g.k([x + y for x, y in zip(avail[n], row)]) > g.base[n]:
+            freed.append(n)
+    after = base.copy()
+    pods_col = snap.col["pods"]
+    for ui in chosen:
+        for p in units[ui].pods:
+            i = snap.node_index.get(p.node_name)
+            if i is None:
+                continue
+            for r, v in p.requests.items():
+                c = snap.col.get(r)
+                if c is not None:
+                    after[i, c] += v
+            after[i, pods_col] += 1
+    return units, chosen, sorted(freed), after
+
+
+def _gang_demands(view: GangView, k_override: np.ndarray | None = None, mask_extra: np.ndarray | None = None) -> list[Demand]:
+    out = []
+    bound_by_shape: dict[tuple, int] = {}
+    for p in view.own_bound:
+        key = tuple(sorted(p.requests.items()))
+        bound_by_shape[key] = bound_by_shape.get(key, 0) + 1
+    for i, ps in enumerate(view.pod_sets):
+        key = tuple(sorted(ps.requests.items()))
+        already = min(ps.count, bound_by_shape.get(key, 0))
+        bound_by_shape[key] = bound_by_shape.get(key, 0) - already
+        mask = view.now_masks[i] if mask_extra is None else (view.now_masks[i] | mask_extra & view.ever_masks[i])
+        weight = (int(view.shapes[i].vals.max()) if len(view.shapes[i].vals) else 0, ps.count, -i)
+        out.append(Demand(str(i), view.shapes[i], ps.count - already, mask, ps.max_per_node, weight))
+    return out
+
+
+def _refits(snap: ClusterSnapshot, after: np.ndarray, placement, victims_units: Sequence[Unit], taken_mask: np.ndarray) -> bool:
+    """Do the victims fit on the nodes the gang does not take (ready, schedulable, same taints as
+    where they ran)? Their own selectors are not in the snapshot, so this is an estimate."""
+    avail = after
+    # Victims of the same shape that ran on nodes with the same taints share one demand.
+    groups: dict[tuple, int] = {}
+    for u in victims_units:
+        for p in u.pods:
+            i = snap.node_index.get(p.node_name)
+            taints = snap.nodes[i].taints if i is not None else ()
+            key = (tuple(sorted(p.requests.items())), taints)
+            groups[key] = groups.get(key, 0) + 1
+    masks: dict[tuple, np.ndarray] = {}
+    demands = []
+    for (req, taints), count in groups.items():
+        ok = masks.get(taints)
+        if ok is None:
+            ok = masks[taints] = np.fromiter((n.ready is not False and not n.unschedulable and n.taints == taints for n in snap.nodes),
+                                             dtype=bool, count=len(snap.nodes)) & ~taken_mask
+        demands.append(Demand(f"victims:{len(demands)}", shape_of(snap, dict(req)), count, ok, None, (count,)))
+    if not demands:
+        return True
+    return place(avail, demands) is not None
+
+
+def _apply_placement(after: np.ndarray, view: GangView, placement) -> tuple[np.ndarray, np.ndarray]:
+    avail = after.copy()
+    taken = np.zeros(after.shape[0], dtype=bool)
+    for k, chosen in placement.items():
+        sh = view.shapes[int(k)]
+        for n, cnt in chosen:
+            avail[n, sh.cols] -= sh.vals * cnt
+            taken[n] = True
+    return avail, taken
+
+
+def _cmd_evict(v: Victim) -> str:
+    return f"kubectl -n {v.namespace} delete pod {v.name}"
+
+
+def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: str, max_priority=None,
+                    repaired: list[str] | None = None, extra_mask: np.ndarray | None = None) -> Fix | None:
+    base = None
+    if repaired:
+        base = snap.free.copy()
+        rows = np.flatnonzero(extra_mask)
+        base[rows] = snap.ever_alloc[rows] - snap.used[rows]
+    res = _consolidation(snap, gang, view, now, options, max_priority=max_priority, base=base, extra_mask=extra_mask)
+    if res is None:
+        return None
+    units, chosen, freed, after = res
+    victims = _victims_of(snap, units, chosen, now, options)
+    placement = place(after, _gang_demands(view, mask_extra=extra_mask))
+    sufficient = placement is not None
+    moved = False
+    if placement is not None:
+        avail2, taken = _apply_placement(after, view, placement)
+        moved = _refits(snap, avail2, placement, [units[i] for i in chosen], taken)
+    verb = "move" if moved else "preempt"
+    action = f"repair+{verb}" if repaired else verb
+    tenants = sorted({v.namespace for v in victims})
+    keys = sorted({units[i].key for i in chosen})
+    names = [snap.nodes[i].name for i in freed]
+    who = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+    if verb == "move":
+        what = f"move {len(victims)} pod(s) of {who} off {len(freed)} node(s); they re-fit elsewhere"
+    else:
+        what = f"preempt {who} ({len(victims)} pod(s)), freeing {len(freed)} node(s)"
+    if any(units[i].partial for i in chosen):
+        what += " (partial gang: bound pods hold GPUs while siblings are Pending, no progress lost)"
+    if action_hint == "lower-priority":
+        what += f" — all below the gang's priority {view.priority}"
+    if repaired:
+        what = f"repair {len(repaired)} node(s), then " + what
+    units_cmds = []
+    by_unit: dict[str, list[Victim]] = {}
+    for v in victims:
+        by_unit.setdefault(v.unit, []).append(v)
+    for k in keys[:5]:
+        kind, ns, name = (k.split("/", 2) + ["", ""])[:3]
+        pods = by_unit.get(k, [])
+        if verb == "move" or kind == "Pod":
+            names_txt = " ".join(v.name for v in pods[:20]) + (" …" if len(pods) > 20 else "")
+            units_cmds.append(f"kubectl -n {pods[0].namespace if pods else ns} delete pod {names_txt}"
+                              + ("   # its controller recreates them elsewhere" if verb == "move" else ""))
+        else:
+            units_cmds.append(f"kubectl -n {ns} patch {kind.lower()} {name} --type=merge -p '{{\"spec\":{{\"suspend\":true}}}}'"
+                              "   # suspend the whole gang (Kueue requeues it); or delete it")
+    return Fix(
+        action=action,
+        summary=what + ("" if sufficient else "; not enough alone"),
+        displaced_pods=len(victims),
+        displaced_gpus=sum(v.gpus for v in victims),
+        tenants=tenants,
+        pdb_violations=sum(units[i].pdb for i in chosen),
+        max_victim_priority=max(v.priority for v in victims) if victims else None,
+        gpu_hours_lost=sum(v.gpu_hours for v in victims),
+        frees_nodes=len(freed) + (len(repaired) if repaired else 0),
+        sufficient=sufficient,
+        victims=victims,
+        nodes=(list(repaired or []) + names),
+        commands=units_cmds,
+    )
+
+
+def broken_nodes(snap: ClusterSnapshot) -> dict[str, list[int]]:
+    """Repairable nodes by problem: ``cordoned``, ``not_ready``, ``devices`` (device allocatable
+    below what the node has installed: capacity, ``nvidia.com/gpu.count`` or the MIG layout)."""
+    dev = [snap.col[r] for r in snap.resources if snap.device_cols[snap.col[r]]]
+    gap = (snap.ever_alloc[:, dev] > snap.alloc[:, dev]).any(axis=1) if dev else np.zeros(len(snap.nodes), dtype=bool)
+    return {
+        "cordoned": [i for i, n in enumerate(snap.nodes) if n.unschedulable],
+        "not_ready": [i for i, n in enumerate(snap.nodes) if n.ready is False],
+        "devices": [int(i) for i in np.flatnonzero(gap)],
+    }
+
+
+def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[int], np.ndarray]:
+    """Nodes that could host one of the main pods once uncordoned / Ready / devices healthy."""
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    empty = np.zeros(len(snap.nodes), dtype=bool)
+    if sh.missing:
+        return None, [], empty
+    repaired_free = snap.ever_alloc - snap.used
+    k_rep = np.where(view.ever_masks[main], pods_per_node(repaired_free, sh, ps.max_per_node), 0)
+    broken = broken_nodes(snap)
+    is_broken = np.zeros(len(snap.nodes), dtype=bool)
+    for idx in broken.values():
+        is_broken[idx] = True
+    gain_nodes = np.flatnonzero(is_broken & (k_rep > view.k_now[main]))
+    if len(gain_nodes) == 0:
+        return None, [], empty
+    gain = int((k_rep[gain_nodes] - view.k_now[main][gain_nodes]).sum())
+    cmds, parts = [], []
+    sets = {k: set(v) for k, v in broken.items()}
+    names = [snap.nodes[int(i)].name for i in gain_nodes]
+    by = {k: [snap.nodes[int(i)].name for i in gain_nodes if int(i) in sets[k]] for k in sets}
+    if by["devices"]:
+        parts.append(f"{len(by['devices'])} with unhealthy or unadvertised devices ({', '.join(by['devices'][:3])})")
+        for n in by["devices"][:3]:
+            cmds.append(f"kubectl -n gpu-operator delete pod -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={n}   # restart its device plugin")
+    if by["not_ready"]:
+        parts.append(f"{len(by['not_ready'])} NotReady ({', '.join(by['not_ready'][:3])})")
+        for n in by["not_ready"][:3]:
+            cmds.append(f"kubectl describe node {n}   # kubelet/containerd on the node; see its conditions")
+    if by["cordoned"]:
+        parts.append(f"{len(by['cordoned'])} cordoned ({', '.join(by['cordoned'][:3])})")
+        for n in by["cordoned"][:3]:
+            cmds.append(f"kubectl uncordon {n}")
+    mask = empty.copy()
+    mask[gain_nodes] = True
+    enough = gain >= view.deficit
+    fix = Fix(
+        action="repair",
+        summary=f"repair {len(gain_nodes)} node(s) — " + "; ".join(parts) + f": {gain} more pod(s) fit"
+                + ("" if enough else f", {view.deficit - gain} still short"),
+        frees_nodes=len(gain_nodes), sufficient=enough, nodes=names, commands=cmds)
+    return fix, names, mask
+
+
+def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
+    out = []
+    for f in decision.findings:
+        d = f.data
+        if f.code == "WaitingForQuota":
+            r, more = d.get("resource"), d.get("more_needed")
+            if d.get("cluster_queue"):
+                cq = d["cluster_queue"]
+                out.append(Fix("borrow-quota",
+                    f"let ClusterQueue {cq} borrow {more} more {r} from its cohort (raise borrowingLimit), or raise its nominalQuota",
+                    commands=[f"kubectl get clusterqueue {cq} -o yaml", f"kubectl edit clusterqueue {cq}   # spec.resourceGroups[].flavors[].resources[{r}]"]))
+            elif d.get("queue"):
+                q = d["queue"]
+                out.append(Fix("raise-quota", f"raise Volcano queue {q}'s capability for {r} by {more}",
+                               commands=[f"kubectl get queue {q} -o yaml", f"kubectl edit queue {q}   # spec.capability"]))
+        elif f.code == "OrphanPodGroups":
+            pgs = list(d.get("pod_groups") or [])
+            out.append(Fix("release-reservations",
+                f"delete {len(pgs)} orphan PodGroup(s) that reserve queue quota with no running pod: " + ", ".join(pgs[:5]),
+                sufficient=True,
+                commands=[f"kubectl -n {p.split('/', 1)[0]} delete podgroup {p.split('/', 1)[1]}" for p in pgs[:10]]))
+        elif f.code == "ExceedsDeservedShare":
+            q = d.get("queue")
+            out.append(Fix("raise-quota",
+                f"give Volcano queue {q} a guarantee ≥ {d.get('request')} {d.get('resource')} or a higher weight (deserved {d.get('deserved')})",
+                commands=[f"kubectl edit queue {q}   # spec.guarantee.resource / spec.weight"]))
+        elif f.code == "QuotaExceedsCapacity":
+            cq = d.get("cluster_queue")
+            out.append(Fix("lower-quota",
+                f"lower ClusterQueue {cq}'s {d.get('resource')} quota in flavor {d.get('flavor')} from {d.get('nominal')} to the "
+                f"{d.get('physical')} that exist, so Kueue's own preemption (not kube-scheduler) decides who runs",
+                commands=[f"kubectl edit clusterqueue {cq}"]))
+    return out
+
+
+def compute_fixes(
+    snap: ClusterSnapshot,
+    gang: GangRequest,
+    decision: Decision,
+    now: float | None = None,
+    options: Any = None,
+    *,
+    expected_wait_s: float | None = None,
+    view: GangView | None = None,
+) -> list[Fix]:
+    """Every applicable fix for ``gang`` on ``snap``, ranked (``rank_fixes``).
+
+    Args:
+        decision: ``evaluate(snap, gang, options)`` — its findings drive the quota fixes.
+        now: epoch seconds, for GPU-hours lost and ``expected_start``; None → hours 0.
+        expected_wait_s: when known (from a wait model), the wait fix's start = now + it.
+
+    Returns:
+        [] for a gang that Fits or NeverFits (nothing to fix by displacement; a NeverFits gang
+        must change itself — see the decision's message), else the ranked fixes.
+    """
+    if decision.verdict == NEVER_FITS:
+        return []
+    view = view or gang_view(snap, gang, decision, options)
+    fixes: list[Fix] = []
+    fixes.extend(_quota_fixes(snap, gang, decision))
+    if not view.pod_sets or decision.verdict == "Fits":
+        return rank_fixes(fixes)
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    deficit = view.deficit
+    repaired_names: list[str] = []
+    repaired_mask = np.zeros(len(snap.nodes), dtype=bool)
+    if deficit > 0:
+        rep, repaired_names, repaired_mask = _repair_fix(snap, gang, view, options)
+        if rep is not None:
+            fixes.append(rep)
+        # change selector: the same shape without the gang's node selector / required affinity
+        if ps.node_selector or ps.required_affinity:
+            free_ps = PodSet(ps.name, ps.count, ps.requests, tolerations=ps.tolerations, max_per_node=ps.max_per_node)
+            m = filter_nodes(snap, Constraints(free_ps), ever=False).mask
+            k = int(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0).sum())
+            if k > view.placeable:
+                sel = ", ".join(f"{a}={b}" for a, b in ps.node_selector.items()) or "its required node affinity"
+                fixes.append(Fix("change-selector",
+                    f"drop or widen the node selector ({sel}): {k} pod(s) of the shape fit now without it (vs {view.placeable})",
+                    sufficient=k >= view.need, frees_nodes=int(np.count_nonzero(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0))) - int(np.count_nonzero(view.k_now[main]))))
+        # shrink
+        if 0 < view.placeable < view.need:
+            total_now = view.placeable + len([p for p in view.own_bound if dict(p.requests) == dict(ps.requests)])
+            shape_txt = ", ".join(f"{v} {r}" for r, v in sorted(ps.requests.items()) if is_gpu_name(r, options)) or "its shape"
+            fixes.append(Fix("shrink",
+                f"shrink the gang to {total_now} pod(s) of {shape_txt} (the most that fit now; "
+                f"{view.need + len(view.own_bound)} requested) — only if the job can run smaller",
+                sufficient=True, frees_nodes=0,
+                commands=[f"kubectl -n {gang.namespace} edit {gang.kind.lower()} {gang.name}   # replicas / parallelism / minAvailable → {total_now}"]))
+        # wait: running work on eligible nodes ends
+        full = np.where(view.now_masks[main], pods_per_node(snap.alloc, sh, ps.max_per_node), 0)
+        if int(full.sum()) >= view.need and int(full.sum()) > view.placeable:
+            start = None if (expected_wait_s is None or now is None) else now + expected_wait_s
+            fixes.append(Fix("wait",
+                "wait for running work on eligible nodes to finish" + ("" if start is None else f" (expected in {expected_wait_s / 3600:.1f} h)"),
+                expected_start=start, sufficient=True))
+        # add nodes
+        per_node = max(1, int(pods_per_node(snap.ever_alloc[view.ever_masks[main]], sh, ps.max_per_node).max(initial=0)) or 1)
+        add = math.ceil(deficit / per_node)
+        like = next((snap.nodes[int(i)].name for i in np.flatnonzero(view.ever_masks[main] & (pods_per_node(snap.ever_alloc, sh, ps.max_per_node) > 0))[:1]), None)
+        fixes.append(Fix("add-nodes", f"add {add} node(s)" + (f" like {like}" if like else "") + f" ({per_node} pod(s) each)",
+                         frees_nodes=add, sufficient=True))
+        # displacement
+        cons = _displacing_fix(snap, gang, view, now, options, action_hint="any")
+        if cons is not None:
+            fixes.append(cons)
+        if view.priority:
+            low = _displacing_fix(snap, gang, view, now, options, action_hint="lower-priority", max_priority=view.priority)
+            if low is not None and (cons is None or {(v.namespace, v.name) for v in low.victims} != {(v.namespace, v.name) for v in cons.victims}):
+                low.action = "preempt" if low.action == "move" else low.action
+                fixes.append(low)
+        if rep is not None and not rep.sufficient:
+            combo = _displacing_fix(snap, gang, view, now, options, action_hint="any",
+                                    repaired=repaired_names, extra_mask=repaired_mask)
+            if combo is not None:
+                fixes.append(combo)
+    return rank_fixes(fixes)
