@@ -45,7 +45,7 @@ from ..engine.model import (
 from ..engine.quantity import QuantityError, parse_quantity
 from ..engine.snapshot import ClusterSnapshot
 from .errors import AdapterError
-from .podspec import as_int, effective_requests, get_path, resource_map
+from .podspec import as_int, effective_requests, get_path, list_of, mapping, resource_map
 
 __all__ = [
     "build_snapshot",
@@ -103,24 +103,8 @@ def object_ref(obj: Mapping) -> str:
     return f"{kind or '<no kind>'} {who}"
 
 
-def _mapping(value: Any, field: str) -> Mapping:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise AdapterError(f"expected a mapping, got {type(value).__name__}", field=field)
-    return value
-
-
-def _list(value: Any, field: str) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise AdapterError(f"expected a list, got {type(value).__name__}", field=field)
-    return value
-
-
 def _str_map(value: Any, field: str) -> dict[str, str]:
-    return {str(k): "" if v is None else str(v) for k, v in _mapping(value, field).items()}
+    return {str(k): "" if v is None else str(v) for k, v in mapping(value, field).items()}
 
 
 def _name(obj: Mapping) -> str:
@@ -192,8 +176,8 @@ def parse_time(value: Any, field: str) -> float | None:
 
 def _taints(value: Any, field: str) -> tuple[Taint, ...]:
     out = []
-    for i, t in enumerate(_list(value, field)):
-        t = _mapping(t, f"{field}[{i}]")
+    for i, t in enumerate(list_of(value, field)):
+        t = mapping(t, f"{field}[{i}]")
         key = t.get("key")
         if not isinstance(key, str) or not key:
             raise AdapterError("expected a taint with a non-empty key", field=f"{field}[{i}].key")
@@ -206,8 +190,8 @@ def _taints(value: Any, field: str) -> tuple[Taint, ...]:
 
 def _tolerations(value: Any, field: str) -> tuple[Toleration, ...]:
     out = []
-    for i, t in enumerate(_list(value, field)):
-        t = _mapping(t, f"{field}[{i}]")
+    for i, t in enumerate(list_of(value, field)):
+        t = mapping(t, f"{field}[{i}]")
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise AdapterError(f"expected operator Equal or Exists, got {op!r}", field=f"{field}[{i}].operator")
@@ -232,16 +216,16 @@ def node_from_k8s(obj: Mapping) -> Node:
     """
     try:
         name = _name(obj)
-        meta = _mapping(obj.get("metadata"), "metadata")
-        spec = _mapping(obj.get("spec"), "spec")
-        status = _mapping(obj.get("status"), "status")
+        meta = mapping(obj.get("metadata"), "metadata")
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
         capacity = resource_map(status.get("capacity"), "status.capacity")
         if status.get("allocatable") is None:
             allocatable = dict(capacity)
         else:
             allocatable = resource_map(status.get("allocatable"), "status.allocatable")
         ready: bool | None = None
-        for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
+        for i, c in enumerate(list_of(status.get("conditions"), "status.conditions")):
             if isinstance(c, Mapping) and c.get("type") == "Ready":
                 s = c.get("status")
                 ready = True if s == "True" else False if s == "False" else None
@@ -268,7 +252,7 @@ def pod_is_terminal(obj: Mapping) -> bool:
 def _host_ports(spec: Mapping) -> tuple[HostPort, ...]:
     ports = []
     for group in ("initContainers", "containers"):
-        for i, c in enumerate(_list(spec.get(group), f"spec.{group}")):
+        for i, c in enumerate(list_of(spec.get(group), f"spec.{group}")):
             if not isinstance(c, Mapping):
                 continue
             for j, p in enumerate(c.get("ports") or ()):
@@ -279,12 +263,12 @@ def _host_ports(spec: Mapping) -> tuple[HostPort, ...]:
 
 
 def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
-    meta = _mapping(obj.get("metadata"), "metadata")
-    annotations = _mapping(meta.get("annotations"), "metadata.annotations")
-    labels = _mapping(meta.get("labels"), "metadata.labels")
+    meta = mapping(obj.get("metadata"), "metadata")
+    annotations = mapping(meta.get("annotations"), "metadata.annotations")
+    labels = mapping(meta.get("labels"), "metadata.labels")
     owner_kind = owner_name = ""
     controller = None
-    refs = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    refs = list_of(meta.get("ownerReferences"), "metadata.ownerReferences")
     for ref in refs:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             controller = ref
@@ -350,9 +334,9 @@ def pod_from_k8s(
     try:
         name = _name(obj)
         ns = _namespace(obj)
-        spec = _mapping(obj.get("spec"), "spec")
-        status = _mapping(obj.get("status"), "status")
-        labels = _mapping(get_path(obj, "metadata.labels"), "metadata.labels")
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
+        labels = mapping(get_path(obj, "metadata.labels"), "metadata.labels")
         requests = effective_requests(spec, "spec")
         if spec.get("priority") is not None:
             priority = _signed_int(spec.get("priority"), "spec.priority")
@@ -365,7 +349,7 @@ def pod_from_k8s(
         gang, owner_kind, owner_name = _gang_and_owner(obj, ns)
         deadline = spec.get("activeDeadlineSeconds")
         deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
-        annotations = _mapping(get_path(obj, "metadata.annotations"), "metadata.annotations")
+        annotations = mapping(get_path(obj, "metadata.annotations"), "metadata.annotations")
         limits = [v for v in (deadline_s, _seconds(labels.get(MAX_EXEC_TIME_LABEL)),
                               _seconds(annotations.get(EXPECTED_RUNTIME_ANNOTATION))) if v is not None]
         return BoundPod(
@@ -416,7 +400,7 @@ def resource_flavor_from_k8s(obj: Mapping) -> ResourceFlavor:
     """
     try:
         name = _name(obj)
-        spec = _mapping(obj.get("spec"), "spec")
+        spec = mapping(obj.get("spec"), "spec")
         topo = spec.get("topologyName")
         return ResourceFlavor(
             name=name,
@@ -431,21 +415,21 @@ def resource_flavor_from_k8s(obj: Mapping) -> ResourceFlavor:
 
 def _resource_groups(value: Any, field: str) -> tuple[ResourceGroup, ...]:
     groups = []
-    for g, rg in enumerate(_list(value, field)):
+    for g, rg in enumerate(list_of(value, field)):
         gf = f"{field}[{g}]"
-        rg = _mapping(rg, gf)
-        covered = tuple(str(r) for r in _list(rg.get("coveredResources"), f"{gf}.coveredResources"))
+        rg = mapping(rg, gf)
+        covered = tuple(str(r) for r in list_of(rg.get("coveredResources"), f"{gf}.coveredResources"))
         flavors = []
-        for f, fq in enumerate(_list(rg.get("flavors"), f"{gf}.flavors")):
+        for f, fq in enumerate(list_of(rg.get("flavors"), f"{gf}.flavors")):
             ff = f"{gf}.flavors[{f}]"
-            fq = _mapping(fq, ff)
+            fq = mapping(fq, ff)
             fname = fq.get("name")
             if not isinstance(fname, str) or not fname:
                 raise AdapterError("expected a flavor name", field=f"{ff}.name")
             quotas: dict[str, ResourceQuota] = {}
-            for r, rq in enumerate(_list(fq.get("resources"), f"{ff}.resources")):
+            for r, rq in enumerate(list_of(fq.get("resources"), f"{ff}.resources")):
                 rf = f"{ff}.resources[{r}]"
-                rq = _mapping(rq, rf)
+                rq = mapping(rq, rf)
                 rname = rq.get("name")
                 if not isinstance(rname, str) or not rname:
                     raise AdapterError("expected a resource name", field=f"{rf}.name")
@@ -463,12 +447,12 @@ def _resource_groups(value: Any, field: str) -> tuple[ResourceGroup, ...]:
 
 def _flavor_usage(value: Any, field: str) -> dict[tuple[str, str], int]:
     usage: dict[tuple[str, str], int] = {}
-    for f, fu in enumerate(_list(value, field)):
+    for f, fu in enumerate(list_of(value, field)):
         ff = f"{field}[{f}]"
-        fu = _mapping(fu, ff)
+        fu = mapping(fu, ff)
         fname = str(fu.get("name") or "")
-        for r, ru in enumerate(_list(fu.get("resources"), f"{ff}.resources")):
-            ru = _mapping(ru, f"{ff}.resources[{r}]")
+        for r, ru in enumerate(list_of(fu.get("resources"), f"{ff}.resources")):
+            ru = mapping(ru, f"{ff}.resources[{r}]")
             rname = str(ru.get("name") or "")
             total = ru.get("total")
             usage[(fname, rname)] = 0 if total is None else _quantity(rname, total, f"{ff}.resources[{r}].total")
@@ -477,12 +461,12 @@ def _flavor_usage(value: Any, field: str) -> dict[tuple[str, str], int]:
 
 def _preemption(value: Any, field: str) -> dict[str, str]:
     """spec.preemption flattened to str → str, with Kueue's defaults (Never) filled in."""
-    p = _mapping(value, field)
+    p = mapping(value, field)
     out = {
         "withinClusterQueue": str(p.get("withinClusterQueue") or "Never"),
         "reclaimWithinCohort": str(p.get("reclaimWithinCohort") or "Never"),
     }
-    bwc = _mapping(p.get("borrowWithinCohort"), f"{field}.borrowWithinCohort")
+    bwc = mapping(p.get("borrowWithinCohort"), f"{field}.borrowWithinCohort")
     out["borrowWithinCohort"] = str(bwc.get("policy") or "Never")
     if bwc.get("maxPriorityThreshold") is not None:
         out["borrowWithinCohort.maxPriorityThreshold"] = str(bwc["maxPriorityThreshold"])
@@ -505,8 +489,8 @@ def cluster_queue_from_k8s(obj: Mapping) -> ClusterQueue:
     """
     try:
         name = _name(obj)
-        spec = _mapping(obj.get("spec"), "spec")
-        status = _mapping(obj.get("status"), "status")
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
         cohort = spec.get("cohortName") or spec.get("cohort")
         usage_src = status.get("flavorsReservation")
         usage_field = "status.flavorsReservation"
@@ -553,7 +537,7 @@ def cohort_from_k8s(obj: Mapping) -> Cohort:
     """
     try:
         name = _name(obj)
-        spec = _mapping(obj.get("spec"), "spec")
+        spec = mapping(obj.get("spec"), "spec")
         parent = spec.get("parentName") or spec.get("parent")
         return Cohort(
             name=name,
@@ -580,8 +564,8 @@ def volcano_queue_from_k8s(obj: Mapping) -> VolcanoQueue:
     """
     try:
         name = _name(obj)
-        spec = _mapping(obj.get("spec"), "spec")
-        status = _mapping(obj.get("status"), "status")
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
         parent = spec.get("parent")
         return VolcanoQueue(
             name=name,
@@ -611,8 +595,8 @@ def pod_group_from_k8s(obj: Mapping) -> PodGroupState:
     """
     try:
         name = _name(obj)
-        spec = _mapping(obj.get("spec"), "spec")
-        status = _mapping(obj.get("status"), "status")
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
         group = str(obj.get("apiVersion") or "").split("/", 1)[0]
         queue = spec.get("queue")
         if not queue and group == VOLCANO:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..engine.model import Finding, GangRequest, PodSet, frozen_map
 from .errors import AdapterError
-from .podspec import as_int, get_path, resource_map
+from .podspec import as_int, get_path, list_of, mapping, resource_map
 
 __all__ = [
     "QUEUE_NAME",
@@ -77,38 +77,6 @@ def describe(obj: Any) -> str:
         return "<not an object>"
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "<no kind>"
     return f"{kind} {_namespace(obj)}/{_name(obj)}"
-
-
-def mapping(value: Any, field: str, *, required: bool = False) -> Mapping:
-    """``value`` as a mapping (``None`` → ``{}`` unless ``required``).
-
-    Raises:
-        AdapterError: not a mapping, or missing while ``required``.
-    """
-    if value is None:
-        if required:
-            raise AdapterError("expected a mapping, the field is missing", field=field)
-        return {}
-    if not isinstance(value, Mapping):
-        raise AdapterError(f"expected a mapping, got {type(value).__name__}", field=field)
-    return value
-
-
-def list_of(value: Any, field: str, *, required: bool = False) -> list:
-    """``value`` as a list (``None`` → ``[]`` unless ``required``; a required list must be non-empty).
-
-    Raises:
-        AdapterError: not a list, or missing/empty while ``required``.
-    """
-    if value is None:
-        if required:
-            raise AdapterError("expected a non-empty list, the field is missing", field=field)
-        return []
-    if not isinstance(value, list):
-        raise AdapterError(f"expected a list, got {type(value).__name__}", field=field)
-    if required and not value:
-        raise AdapterError("expected a non-empty list, got []", field=field)
-    return value
 
 
 def string_map(value: Any, field: str) -> dict[str, str]:

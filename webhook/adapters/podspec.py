@@ -29,6 +29,8 @@ from .errors import AdapterError
 
 __all__ = [
     "get_path",
+    "mapping",
+    "list_of",
     "as_int",
     "container_requests",
     "effective_requests",
@@ -47,25 +49,43 @@ def get_path(obj: Any, path: str, default: Any = None) -> Any:
     """``obj["a"]["b"]`` for ``path == "a.b"``; ``default`` when any step is missing or null."""
     cur = obj
     for part in path.split("."):
-        if not isinstance(cur, Mapping) or cur.get(part) is None:
+        if not (type(cur) is dict or isinstance(cur, Mapping)) or cur.get(part) is None:
             return default
         cur = cur[part]
     return cur
 
 
-def _mapping(value: Any, field: str) -> Mapping:
+def mapping(value: Any, field: str, *, required: bool = False) -> Mapping:
+    """``value`` as a mapping (``None`` → ``{}`` unless ``required``).
+
+    Raises:
+        AdapterError: not a mapping, or missing while ``required``.
+    """
+    if type(value) is dict:  # the common case, without the ABC check
+        return value
     if value is None:
+        if required:
+            raise AdapterError("expected a mapping, the field is missing", field=field)
         return {}
     if not isinstance(value, Mapping):
         raise AdapterError(f"expected a mapping, got {type(value).__name__}", field=field)
     return value
 
 
-def _list(value: Any, field: str) -> list:
+def list_of(value: Any, field: str, *, required: bool = False) -> list:
+    """``value`` as a list (``None`` → ``[]`` unless ``required``; a required list must be non-empty).
+
+    Raises:
+        AdapterError: not a list, or missing/empty while ``required``.
+    """
     if value is None:
+        if required:
+            raise AdapterError("expected a non-empty list, the field is missing", field=field)
         return []
     if not isinstance(value, list):
         raise AdapterError(f"expected a list, got {type(value).__name__}", field=field)
+    if required and not value:
+        raise AdapterError("expected a non-empty list, got []", field=field)
     return value
 
 
@@ -96,7 +116,7 @@ def resource_map(value: Any, field: str) -> dict[str, int]:
         AdapterError: not a mapping, or a value that is not a quantity.
     """
     out: dict[str, int] = {}
-    for name, q in _mapping(value, field).items():
+    for name, q in mapping(value, field).items():
         try:
             out[str(name)] = parse_quantity(str(name), q)
         except QuantityError as exc:
@@ -106,7 +126,7 @@ def resource_map(value: Any, field: str) -> dict[str, int]:
 
 def container_requests(container: Mapping, field: str) -> dict[str, int]:
     """A container's requests, limits filling in missing requests (Pod defaulting)."""
-    res = _mapping(container.get("resources"), f"{field}.resources")
+    res = mapping(container.get("resources"), f"{field}.resources")
     reqs = resource_map(res.get("requests"), f"{field}.resources.requests")
     for name, v in resource_map(res.get("limits"), f"{field}.resources.limits").items():
         reqs.setdefault(name, v)
@@ -134,15 +154,15 @@ def effective_requests(spec: Mapping, field: str = "spec") -> dict[str, int]:
     Raises:
         AdapterError: a container or quantity that cannot be read.
     """
-    spec = _mapping(spec, field)
+    spec = mapping(spec, field)
     regular: dict[str, int] = {}
-    for i, c in enumerate(_list(spec.get("containers"), f"{field}.containers")):
-        _add_into(regular, container_requests(_mapping(c, f"{field}.containers[{i}]"), f"{field}.containers[{i}]"))
+    for i, c in enumerate(list_of(spec.get("containers"), f"{field}.containers")):
+        _add_into(regular, container_requests(mapping(c, f"{field}.containers[{i}]"), f"{field}.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for i, c in enumerate(_list(spec.get("initContainers"), f"{field}.initContainers")):
+    for i, c in enumerate(list_of(spec.get("initContainers"), f"{field}.initContainers")):
         cf = f"{field}.initContainers[{i}]"
-        c = _mapping(c, cf)
+        c = mapping(c, cf)
         reqs = container_requests(c, cf)
         if c.get("restartPolicy") == "Always":  # a sidecar: runs beside everything after it
             _add_into(sidecars, reqs)
@@ -164,21 +184,21 @@ def effective_requests(spec: Mapping, field: str = "spec") -> dict[str, int]:
 
 def _requirements(items: Any, field: str) -> tuple[NodeSelectorRequirement, ...]:
     out = []
-    for j, e in enumerate(_list(items, field)):
-        e = _mapping(e, f"{field}[{j}]")
+    for j, e in enumerate(list_of(items, field)):
+        e = mapping(e, f"{field}[{j}]")
         key, op = e.get("key"), e.get("operator")
         if not isinstance(key, str) or op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
             raise AdapterError(
                 "expected key and operator In|NotIn|Exists|DoesNotExist|Gt|Lt", field=f"{field}[{j}]"
             )
-        out.append(NodeSelectorRequirement(key, op, tuple(str(v) for v in _list(e.get("values"), f"{field}[{j}].values"))))
+        out.append(NodeSelectorRequirement(key, op, tuple(str(v) for v in list_of(e.get("values"), f"{field}[{j}].values"))))
     return tuple(out)
 
 
 def _self_anti_affinity(spec: Mapping, labels: Mapping[str, str], field: str) -> bool:
     """True when required pod anti-affinity on the hostname matches the pod's own labels."""
     terms = get_path(spec, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    for k, term in enumerate(_list(terms, f"{field}.affinity.podAntiAffinity.required…")):
+    for k, term in enumerate(list_of(terms, f"{field}.affinity.podAntiAffinity.required…")):
         if not isinstance(term, Mapping) or term.get("topologyKey") != HOSTNAME:
             continue
         sel = term.get("labelSelector") or {}
@@ -209,13 +229,13 @@ def pod_spec_constraints(spec: Mapping, labels: Mapping[str, str] | None = None,
     Raises:
         AdapterError: a malformed selector, affinity term or toleration.
     """
-    spec = _mapping(spec, field)
+    spec = mapping(spec, field)
     labels = labels or {}
-    selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), f"{field}.nodeSelector").items()}
+    selector = {str(k): str(v) for k, v in mapping(spec.get("nodeSelector"), f"{field}.nodeSelector").items()}
     terms = []
     tpath = f"{field}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-    for i, t in enumerate(_list(get_path(spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"), tpath)):
-        t = _mapping(t, f"{tpath}[{i}]")
+    for i, t in enumerate(list_of(get_path(spec, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"), tpath)):
+        t = mapping(t, f"{tpath}[{i}]")
         terms.append(
             NodeSelectorTerm(
                 _requirements(t.get("matchExpressions"), f"{tpath}[{i}].matchExpressions"),
@@ -223,18 +243,18 @@ def pod_spec_constraints(spec: Mapping, labels: Mapping[str, str] | None = None,
             )
         )
     tols = []
-    for i, t in enumerate(_list(spec.get("tolerations"), f"{field}.tolerations")):
-        t = _mapping(t, f"{field}.tolerations[{i}]")
+    for i, t in enumerate(list_of(spec.get("tolerations"), f"{field}.tolerations")):
+        t = mapping(t, f"{field}.tolerations[{i}]")
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise AdapterError(f"expected operator Equal or Exists, got {op!r}", field=f"{field}.tolerations[{i}]")
         tols.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
     ports = []
     for group in ("initContainers", "containers"):
-        for i, c in enumerate(_list(spec.get(group), f"{field}.{group}")):
+        for i, c in enumerate(list_of(spec.get(group), f"{field}.{group}")):
             if not isinstance(c, Mapping):
                 continue
-            for p in _list(c.get("ports"), f"{field}.{group}[{i}].ports"):
+            for p in list_of(c.get("ports"), f"{field}.{group}[{i}].ports"):
                 if isinstance(p, Mapping) and p.get("hostPort"):
                     ports.append(HostPort(int(p["hostPort"]), str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "")))
     max_per_node = 1 if (ports or _self_anti_affinity(spec, labels, field)) else None
@@ -261,15 +281,15 @@ def pod_set_from_template(name: str, template: Any, count: int, replicas: int | 
     Raises:
         AdapterError: missing ``spec``/``containers``, or malformed requests or constraints.
     """
-    template = _mapping(template, field)
+    template = mapping(template, field)
     spec = template.get("spec")
     if not isinstance(spec, Mapping):
         raise AdapterError("expected a pod template with a spec", field=f"{field}.spec")
-    if not _list(spec.get("containers"), f"{field}.spec.containers"):
+    if not list_of(spec.get("containers"), f"{field}.spec.containers"):
         raise AdapterError("expected at least one container", field=f"{field}.spec.containers")
-    meta = _mapping(template.get("metadata"), f"{field}.metadata")
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), f"{field}.metadata.labels").items()}
-    annotations = _mapping(meta.get("annotations"), f"{field}.metadata.annotations")
+    meta = mapping(template.get("metadata"), f"{field}.metadata")
+    labels = {str(k): str(v) for k, v in mapping(meta.get("labels"), f"{field}.metadata.labels").items()}
+    annotations = mapping(meta.get("annotations"), f"{field}.metadata.annotations")
     return PodSet(
         name=name,
         count=count,
