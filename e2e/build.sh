@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build the local control plane for gangcheck's e2e tier (idempotent).
+#
+#   kube-apiserver, kube-scheduler, kubectl  from k8s.io/kubernetes   (e2e/go.mod)
+#   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
+#
+# Binaries go to ${GANGCHECK_CACHE:-~/.cache/gangcheck}/<k8s version>/bin and are reused when
+# present. Prints the bin directory as the last line of stdout.
+# Env: GANGCHECK_CACHE (cache root), GANGCHECK_REBUILD=1 (ignore existing binaries).
+#
+# Another Kubernetes version: in e2e/go.mod change `require k8s.io/kubernetes` and every
+# staging `replace` line (the list is the `=> ./staging/...` block of k8s.io/kubernetes's own
+# go.mod; v1.X.Y maps to v0.X.Y), pick a paired etcd in e2e/etcd/go.mod, run `go mod tidy` in
+# both directories. The cache directory is per Kubernetes version.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+k8s_version="$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/go.mod")"
+etcd_version="$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/etcd/go.mod")"
+cache_root="${GANGCHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangcheck}"
+bin="$cache_root/$k8s_version/bin"
+mkdir -p "$bin"
+
+log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+command -v go >/dev/null 2>&1 || { log "ERROR: 'go' is not on PATH; cannot build the control plane"; exit 2; }
+
+# Kubernetes 1.36 needs go >= 1.26; let the go command fetch a toolchain if the local one is older.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+export GOFLAGS="${GOFLAGS:-} -trimpath -buildvcs=false"
+ldflags='-s -w'
+# Stamp the Kubernetes version into the binaries (as the upstream build does) so /version and
+# `kubectl version` report it instead of v0.0.0-master.
+minor="${k8s_version#v1.}"; minor="${minor%%.*}"
+k8s_ldflags="$ldflags"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
+
+# A change to the wrapper modules or to the build flags invalidates the cached binaries.
+recipe="$( { cat "$here/go.mod" "$here/go.sum" "$here/etcd/go.mod" "$here/etcd/go.sum"; echo "$ldflags|$k8s_ldflags|$GOFLAGS"; } | sha256sum | cut -c1-16)"
+if [[ -f "$bin/RECIPE" && "$(cat "$bin/RECIPE")" != "$recipe" ]]; then
+  log "the build recipe changed since these binaries were built: rebuilding"
+  GANGCHECK_REBUILD=1
+fi
+
+# go build -v prints one package per line as it compiles it; show a heartbeat with the count.
+run_build() {  # $1 = label, $2 = module dir, rest = go build args
+  local label="$1" dir="$2"; shift 2
+  local start=$SECONDS logf; logf="$(mktemp)"
+  ( cd "$dir" && go build -v "$@" ) >"$logf" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -0 "$pid" 2>/dev/null && log "$label: $(( SECONDS - start ))s, $(wc -l <"$logf") packages compiled so far"
+  done
+  if ! wait "$pid"; then
+    log "$label: FAILED after $(( SECONDS - start ))s; last output:"; tail -n 40 "$logf" >&2; rm -f "$logf"; exit 1
+  fi
+  log "$label: done in $(( SECONDS - start ))s ($(wc -l <"$logf") packages)"; rm -f "$logf"
+}
+
+need_k8s=()
+for b in kube-apiserver kube-scheduler kubectl; do
+  if [[ "${GANGCHECK_REBUILD:-0}" == 1 || ! -x "$bin/$b" ]]; then need_k8s+=("$b"); fi
+done
+need_etcd=0
+if [[ "${GANGCHECK_REBUILD:-0}" == 1 || ! -x "$bin/etcd" ]]; then need_etcd=1; fi
+
+total_start=$SECONDS
+if (( ${#need_k8s[@]} == 0 && need_etcd == 0 )); then
+  log "reusing kubernetes $k8s_version + etcd $etcd_version in $bin"
+else
+  log "building into $bin (kubernetes $k8s_version: ${need_k8s[*]:-none}; etcd $etcd_version: $([[ $need_etcd == 1 ]] && echo yes || echo no))"
+  log "a cold build takes a long while on a small machine; later runs reuse the binaries"
+  if (( need_etcd )); then
+    tmp="$(mktemp -d "$bin/.etcd.XXXX")"
+    run_build "etcd $etcd_version" "$here/etcd" -ldflags="$ldflags" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+    mv -f "$tmp/etcd" "$bin/etcd"; rmdir "$tmp"
+  fi
+  if (( ${#need_k8s[@]} )); then
+    tmp="$(mktemp -d "$bin/.k8s.XXXX")"
+    pkgs=(); for b in "${need_k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+    run_build "kubernetes $k8s_version (${need_k8s[*]})" "$here" -ldflags="$k8s_ldflags" -o "$tmp/" "${pkgs[@]}"
+    for b in "${need_k8s[@]}"; do mv -f "$tmp/$b" "$bin/$b"; done; rmdir "$tmp"
+  fi
+  log "built in $(( SECONDS - total_start ))s"
+fi
+printf 'kubernetes %s\netcd %s\n' "$k8s_version" "$etcd_version" >"$bin/VERSIONS"
+echo "$recipe" >"$bin/RECIPE"
+( cd "$bin" && ls -l etcd kube-apiserver kube-scheduler kubectl | awk '{printf "[controlplane] %-15s %6.1f MB\n", $9, $5/1048576}' ) >&2
+echo "$bin"
