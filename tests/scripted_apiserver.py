@@ -29,6 +29,7 @@ import argparse
 import base64
 import json
 import os
+import select
 import socket
 import sys
 import threading
@@ -238,17 +239,21 @@ class ScriptedAPIServer:
         self.stop()
 
     def drop_connections(self) -> None:
-        """Close every open connection (watches end without a final event, like a network cut)."""
+        """Close every open connection (watches end without a final event, like a network cut).
+
+        The sockets are shut down *before* the streams are woken, all under the lock: a stream
+        woken first could still end cleanly (terminal chunk), and its client could send the
+        next request on the still-open keep-alive connection, to be served as a new watch that
+        the cut never reached (an orphan stream, counted by ``watchers()``)."""
         with self._lock:
-            conns = list(self._conns)
+            for c in list(self._conns):
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             for w in self._watchers:
                 w.closed = True
             self._lock.notify_all()
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     # ------------------------------------------------------------ scripting
     @property
@@ -490,6 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     owner: ScriptedAPIServer
     MAX_BODY = 1 << 20
+    PEER_CHECK_S = 0.1  # how often an idle watch stream checks that its client is still there
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -567,6 +573,17 @@ class _Handler(BaseHTTPRequestHandler):
         status, body = o._list_page(coll, ns, selector, limit, q.get("continue", ""))
         self._send(status, body)
 
+    def _peer_gone(self) -> bool:
+        """True once the client's end of a streaming connection is closed or broken.
+
+        During a watch the client sends nothing (HTTP/1.1, no pipelining), so a readable socket
+        means EOF or an error; an idle stream would otherwise notice only on its next write."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
@@ -600,7 +617,13 @@ class _Handler(BaseHTTPRequestHandler):
                         left = deadline - time.monotonic()
                         if left <= 0:
                             break
-                        o._lock.wait(min(left, 0.5))
+                        o._lock.wait(min(left, self.PEER_CHECK_S))
+                        if self._peer_gone():
+                            # the client went away (closed, reset, or the socket was cut):
+                            # end the stream as the API server does, instead of holding a
+                            # dead watcher until timeoutSeconds
+                            w.closed = True
+                            self.close_connection = True
                     if w.expired:
                         out = [encode({"type": "ERROR", "object": _status(410, "Expired", "too old resource version")}) + b"\n"]
                         done = True

@@ -275,7 +275,11 @@ def test_kueue_and_volcano_not_installed_are_empty_synced_and_reported(server, m
     assert len(snap.kueue.cluster_queues) == 0 and len(snap.volcano.queues) == 0
     # Kueue tried both versions before giving up
     assert any("/kueue.x-k8s.io/v1beta2/clusterqueues" in r for r in server.requests)
-    assert cache.age_seconds() == 0.0  # open watches, absent CRDs do not count as stale
+    # ready follows the lists; each installed informer's watch opens just after its list, so
+    # wait for those streams, then: open watches and absent CRDs do not count as stale
+    installed = [n for n, s in cache.status()["informers"].items() if s["installed"]]
+    wait_for(lambda: all(informer(cache, n)["watch_open"] for n in installed), what="watches open")
+    assert cache.age_seconds() == 0.0
 
 
 def test_kueue_v1beta2_only_is_found(server, make_cache):
@@ -403,3 +407,51 @@ def test_scripted_server_sends_deleted_when_a_pod_leaves_the_field_selector(serv
     with urllib.request.urlopen(f"{server.url}/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=1", timeout=10) as resp:
         events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
     assert events == [{"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}}]
+
+
+def test_scripted_server_drop_is_a_cut_and_an_abandoned_watch_is_forgotten(server):
+    """``drop_connections`` cuts streams (no clean terminal chunk that would let a client send
+    its next request on the doomed connection), and a watch whose client went away stops being
+    counted: ``watchers()`` means open streams, which the bookmark and 410 tests wait on."""
+    import http.client
+
+    def open_watch() -> http.client.HTTPConnection:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/api/v1/nodes?watch=1&resourceVersion=0&timeoutSeconds=600")
+        return conn
+
+    conn = open_watch()
+    resp = conn.getresponse()
+    assert resp.status == 200
+    wait_for(lambda: server.watchers("/nodes") == 1, what="watch registered")
+    server.drop_connections()
+    with pytest.raises((http.client.IncompleteRead, ConnectionError, OSError)):
+        resp.read()  # a cut: the chunked body never ends cleanly
+    conn.close()
+    wait_for(lambda: server.watchers("/nodes") == 0, timeout=5, what="cut watch forgotten")
+
+    conn = open_watch()
+    assert conn.getresponse().status == 200
+    wait_for(lambda: server.watchers("/nodes") == 1, what="second watch registered")
+    conn.close()  # the client abandons an idle stream
+    wait_for(lambda: server.watchers("/nodes") == 0, timeout=5, what="abandoned watch forgotten")
+
+
+def test_ready_is_not_lost_when_the_last_sync_races_the_builder(server, make_cache):
+    """The builder checks "all synced?" and then clears ``_changed``; an informer that finished
+    its sync in between used to have its wake-up cleared, leaving the cache not ready on a quiet
+    cluster. Widen that window with a slow ``clear()`` and check every cache still gets ready."""
+
+    class SlowClear(threading.Event):
+        def clear(self) -> None:
+            time.sleep(0.05)
+            super().clear()
+
+    server.not_installed = set(ALL_CRD_GROUPS)
+    server.load([make_node("n1")])
+    for _ in range(3):
+        cache = make_cache()
+        cache._changed = SlowClear()
+        cache.start()
+        assert cache.wait_ready(WAIT), cache.status()
+        assert len(cache.snapshot().nodes) == 1

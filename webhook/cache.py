@@ -68,6 +68,8 @@ log = logging.getLogger("gangcheck.cache")
 
 #: Pods that hold resources: the server-side filter the pod informer lists and watches with.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+#: A watch that stayed open this long before failing resets the retry backoff (client-go: 2 min).
+BACKOFF_RESET_S = 120.0
 
 
 class CacheError(Exception):
@@ -306,6 +308,7 @@ class _Informer:
         need_list = True
         first_watch = True
         while not stop.is_set():
+            watch_started: float | None = None
             try:
                 if need_list:
                     self._list_and_replace()
@@ -319,6 +322,7 @@ class _Informer:
                 if not first_watch:
                     self.watch_restarts += 1
                 first_watch = False
+                watch_started = time.monotonic()
                 self._watch()
                 self._failures = 0
             except _Gone as exc:
@@ -335,6 +339,8 @@ class _Informer:
                 if stop.is_set():
                     break
                 self.errors += 1
+                if watch_started is not None and time.monotonic() - watch_started >= BACKOFF_RESET_S:
+                    self._failures = 0  # the watch had worked for a while: start the backoff over
                 self._failures += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"[:300]
                 delay = cache._backoff(self._failures)
@@ -945,8 +951,13 @@ class LiveCache:
             if not self._changed.is_set():
                 continue
             if not all(inf.synced.is_set() for inf in self._informers.values()):
+                # Clear, then look again: an informer sets ``synced`` before ``_changed``, so a
+                # sync that completes between the check above and this clear() is seen by the
+                # second check. Clearing after a single check lost that wake-up, and the cache
+                # then stayed not-ready until some unrelated event arrived (never, if quiet).
                 self._changed.clear()
-                continue
+                if not all(inf.synced.is_set() for inf in self._informers.values()):
+                    continue
             # at most every rebuild_interval_s, and never more than a third of the time
             # building (a 500k-pod snapshot takes ~0.7 s): events keep most of the GIL
             gap = max(self.rebuild_interval_s, 2.0 * self.last_build_s)
