@@ -65,6 +65,25 @@ def expected_mig_slices(labels: Mapping[str, str]) -> tuple[str, int] | None:
     return f"nvidia.com/mig-{profile}", per_gpu * gpus
 
 
+def _classify(items, keep) -> tuple[np.ndarray, tuple["NodeClass", ...]]:
+    """Group nodes (or classes) by (labels whose key passes ``keep``, taints, cordon, Ready).
+
+    Returns (class id per item as int32, one ``NodeClass`` per class in first-seen order).
+    """
+    ids: dict[tuple, int] = {}
+    reps: list[NodeClass] = []
+    out = np.zeros(len(items), dtype=np.int32)
+    for i, n in enumerate(items):
+        labels = tuple(sorted((k, v) for k, v in n.labels.items() if keep(k)))
+        key = (labels, n.taints, n.unschedulable, n.ready)
+        cid = ids.get(key)
+        if cid is None:
+            cid = ids[key] = len(reps)
+            reps.append(NodeClass(MappingProxyType(dict(labels)), n.taints, n.unschedulable, n.ready))
+        out[i] = cid
+    return out, tuple(reps)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeClass:
     """Nodes that look the same to the label and taint filters."""
@@ -202,21 +221,10 @@ class ClusterSnapshot:
         for m in (self.alloc, self.cap, self.used, self.free, self.ever_alloc):
             m.setflags(write=False)
 
-        classes: dict[tuple, int] = {}
-        reps: list[NodeClass] = []
-        node_class = np.zeros(n_nodes, dtype=np.int32)
-        for i, n in enumerate(self.nodes):
-            labels = tuple(sorted((k, v) for k, v in n.labels.items() if k not in PER_NODE_LABELS))
-            key = (labels, n.taints, n.unschedulable, n.ready)
-            cid = classes.get(key)
-            if cid is None:
-                cid = len(reps)
-                classes[key] = cid
-                reps.append(NodeClass(MappingProxyType(dict(labels)), n.taints, n.unschedulable, n.ready))
-            node_class[i] = cid
+        node_class, reps = _classify(self.nodes, lambda k: k not in PER_NODE_LABELS)
         node_class.setflags(write=False)
         self.node_class = node_class
-        self.classes: tuple[NodeClass, ...] = tuple(reps)
+        self.classes: tuple[NodeClass, ...] = reps
         self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
         #: Pods not bound to a node (Pending), kept apart so checks never rescan every pod.
         self.pending_pods: tuple[BoundPod, ...] = tuple(p for p in self.pods if not p.node_name)
@@ -234,21 +242,10 @@ class ClusterSnapshot:
         hit = self._projections.get(keys)
         if hit is not None:
             return hit
-        remap: dict[tuple, int] = {}
-        reps: list[NodeClass] = []
-        of_class = np.zeros(len(self.classes), dtype=np.int32)
-        for cid, k in enumerate(self.classes):
-            labels = tuple(sorted((a, b) for a, b in k.labels.items() if a in keys))
-            key = (labels, k.taints, k.unschedulable, k.ready)
-            pid = remap.get(key)
-            if pid is None:
-                pid = len(reps)
-                remap[key] = pid
-                reps.append(NodeClass(MappingProxyType(dict(labels)), k.taints, k.unschedulable, k.ready))
-            of_class[cid] = pid
+        of_class, reps = _classify(self.classes, keys.__contains__)
         per_node = of_class[self.node_class] if len(self.nodes) else np.zeros(0, dtype=np.int32)
         per_node.setflags(write=False)
-        result = (per_node, tuple(reps))
+        result = (per_node, reps)
         if len(self._projections) < 256:
             self._projections[keys] = result
         return result
