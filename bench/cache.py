@@ -51,28 +51,13 @@ def _admin(port: int, op: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
-def fast_adapters() -> None:
-    """What-if only (``--what-if-fast-adapters``): patch the adapters the way the report
-    suggests (collections.abc.Mapping for isinstance, a memo on parse_quantity)."""
-    import collections.abc
-    import functools
-
-    import webhook.adapters.cluster as C
-    import webhook.adapters.podspec as P
-
-    C.Mapping = P.Mapping = collections.abc.Mapping
-    C.parse_quantity = P.parse_quantity = functools.lru_cache(maxsize=4096)(P.parse_quantity)
-
-
-def child(nodes: int, pods: int, port: int, burst: int, what_if: bool) -> dict:
+def child(nodes: int, pods: int, port: int, burst: int) -> dict:
     """Measure one size against the server on ``port``; returns the figures."""
     from kubernetes import client
     from scripted_apiserver import encode, make_pod
 
     from webhook.cache import LiveCache
 
-    if what_if:
-        fast_adapters()
     cfg = client.Configuration()
     cfg.host = f"http://127.0.0.1:{port}"
     api = client.ApiClient(cfg)
@@ -134,7 +119,7 @@ def child(nodes: int, pods: int, port: int, burst: int, what_if: bool) -> dict:
     }
 
 
-def run_size(nodes: int, pods: int, burst: int, what_if: bool) -> dict:
+def run_size(nodes: int, pods: int, burst: int) -> dict:
     """Start the server process for one size, measure in a fresh process, stop the server."""
     t = time.perf_counter()
     srv = subprocess.Popen([sys.executable, str(ROOT / "tests" / "scripted_apiserver.py"), "--nodes", str(nodes), "--pods", str(pods)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -145,8 +130,6 @@ def run_size(nodes: int, pods: int, burst: int, what_if: bool) -> dict:
         port = int(line.split()[1])
         print(f"# {nodes} nodes / {pods} pods: server populated in {time.perf_counter() - t:.1f}s (port {port})", flush=True)
         cmd = [sys.executable, __file__, "--child", f"{nodes}:{pods}", "--port", str(port), "--burst", str(burst)]
-        if what_if:
-            cmd.append("--what-if-fast-adapters")
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
     finally:
@@ -164,18 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="5000:150000,20000:500000", help="NODES:PODS,… (the JSON key is NODES)")
     ap.add_argument("--burst", type=int, default=30000, help="pod events in the burst")
     ap.add_argument("--apply-path", action="store_true", help="report the apply-path figure as events_per_s")
-    ap.add_argument("--what-if-fast-adapters", action="store_true", help="patch the adapters as the report suggests (not the shipped code)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         n, p = (int(x) for x in args.child.split(":"))
-        print(json.dumps(child(n, p, args.port, args.burst, args.what_if_fast_adapters)))
+        print(json.dumps(child(n, p, args.port, args.burst)))
         return 0
     result = {}
     for size in args.sizes.split(","):
         n, p = (int(x) for x in size.split(":"))
-        r = run_size(n, p, args.burst, args.what_if_fast_adapters)
+        r = run_size(n, p, args.burst)
         print(
             f"# {n} nodes / {p} pods: rss +{r['rss_mb']} MB (process {r['rss_total_mb']} MB), sync {r['sync_s']} s, "
             f"burst of {r['burst']} pod events: {r['events_http_per_s']}/s over the watch stream, "
