@@ -67,6 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port number."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {port}")
+    return port
+
+
 def _add_server_commands(sub) -> None:
     """``serve`` and ``certs`` (the server modules are imported only when they run)."""
     from . import certs as _certs
@@ -75,7 +86,7 @@ def _add_server_commands(sub) -> None:
     s.add_argument("--cluster", default="demo", metavar="PATH|demo|live", help="cluster source (default demo)")
     s.add_argument("--policy", metavar="FILE", help="policy YAML, reloaded when it changes")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    s.add_argument("--port", type=_port, default=8443, help="port, 1-65535 (default 8443)")
     s.add_argument("--tls-cert", default="certs/tls.crt", metavar="FILE", help="serving certificate (default certs/tls.crt)")
     s.add_argument("--tls-key", default="certs/tls.key", metavar="FILE", help="serving key (default certs/tls.key)")
     k = sub.add_parser("certs", help="generate a CA and a serving certificate for the webhook",
@@ -141,15 +152,15 @@ def render_text(d: Decision, policy: Policy) -> str:
     n = d.nodes
     if n.get("total"):
         lines.append(
-            f"  nodes       {n['total']} total, {n['eligible']} eligible now, {n['fit_now']} can take a "
-            f"{n.get('pod_set', '')} pod now, {n['fit_ever']} could when empty"
+            f"  nodes       {n['total']} total, {n['eligible']} eligible now, {n['fit_now']} can take a pod "
+            f"of {n.get('pod_set', '')} now, {n['fit_ever']} could when empty"
         )
         lines.append(f"              {n['summary']}")
     f = d.fragmentation
     if f:
         lines.append(
             f"  fragment    {f['free']} {f['resource']} free on eligible nodes, {f['stranded']} stranded "
-            f"({f['ratio'] * 100:.1f}%); pods placeable now {f['pods_placeable_now']} of {f['pods_needed']} "
+            f"({f['ratio'] * 100:.1f}%); pods placeable now {f['pods_placeable_now']}, needed {f['pods_needed']} "
             f"(deficit {f['deficit']})"
         )
     if d.expected_wait:
@@ -183,6 +194,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     except (PolicyError, DumpError, AdapterError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if not snap.nodes:
+        print(f"gangcheck: error: {args.cluster}: the cluster data holds no Node objects "
+              "(dump them with `kubectl get nodes,pods,... -A -o yaml`)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not gangs:
         print(f"gangcheck: error: {source}: no gang workload found" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -210,10 +225,21 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run ``gangcheck serve``: the webhook over TLS until SIGINT/SIGTERM."""
+    from kubernetes.config import ConfigException
+
     from .server import serve
 
     try:
-        return serve(args.cluster, args.policy, args.host, args.port, args.tls_cert, args.tls_key)
+        code = serve(args.cluster, args.policy, args.host, args.port, args.tls_cert, args.tls_key)
+    except SystemExit as exc:  # uvicorn exits 3 when it cannot start (e.g. the port is taken)
+        if exc.code in (0, None):
+            return EXIT_OK
+        print(f"gangcheck: error: the server could not start on {args.host}:{args.port} (see the log above)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ConfigException as exc:
+        print(f"gangcheck: error: --cluster live: no Kubernetes configuration: {exc} "
+              "(run in a cluster or set KUBECONFIG)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except FileNotFoundError as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -223,6 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # e.g. the port is taken
         print(f"gangcheck: error: cannot serve on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return code
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

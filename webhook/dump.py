@@ -209,7 +209,11 @@ def load_documents(path_or_dash: str | Path) -> tuple[str, list[dict]]:
     """
     if str(path_or_dash) == "-":
         name = "<stdin>"
-        text = sys.stdin.read()
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DumpError(name, f"not UTF-8 text (byte {exc.start})") from None
         stripped = text.lstrip()
         objs = [o for _, o in _parse_text(text, name, stripped.startswith("{"))]
     else:

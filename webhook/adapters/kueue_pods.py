@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dataclasses import replace
+
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, mapping, string_map
 from .errors import AdapterError
@@ -58,4 +60,8 @@ def adapt_pod(obj: Mapping) -> GangRequest | None:
         f"pod group {group!r}: {total} pods assumed to have this pod's shape",
         {"group": group, "totalCount": total},
     )
-    return build_gang(obj, [pod_set], findings=[finding], templates=[template], name=group)
+    # Only this pod is known: the others may have other shapes (a launcher and its workers),
+    # so neither the per-pod shape nor the totals can prove that the group never fits.
+    pod_set = replace(pod_set, exact_shape=False)
+    gang = build_gang(obj, [pod_set], findings=[finding], templates=[template], name=group)
+    return replace(gang, exact_total=False)

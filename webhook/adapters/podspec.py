@@ -112,13 +112,20 @@ def as_int(value: Any, field: str, *, default: int | None = None, minimum: int =
 def resource_map(value: Any, field: str) -> dict[str, int]:
     """Parse ``{name: quantity}`` into scheduler units.
 
+    Extended resources (names with a domain, e.g. ``nvidia.com/gpu``) must be whole numbers, as
+    the API server's validation requires ("must be an integer"): ``0.5`` GPUs is an error, not 1.
+
     Raises:
-        AdapterError: not a mapping, or a value that is not a quantity.
+        AdapterError: not a mapping, a value that is not a quantity, or a fractional extended
+            resource.
     """
     out: dict[str, int] = {}
     for name, q in mapping(value, field).items():
+        name = str(name)
         try:
-            out[str(name)] = parse_quantity(str(name), q)
+            v = out[name] = parse_quantity(name, q)
+            if "/" in name and parse_quantity("cpu", q) != v * 1000:
+                raise AdapterError(f"extended resources must be whole numbers, got {q!r}", field=f"{field}.{name}")
         except QuantityError as exc:
             raise AdapterError(str(exc).split(": ", 1)[-1], field=f"{field}.{name}") from None
     return out

@@ -39,7 +39,7 @@ _ORDER = [
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
     "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
-    "NodesTransientlyTainted", "MigReconfiguring", "PlacementUnproven",
+    "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes", "PlacementUnproven",
 ]
 
 
@@ -221,11 +221,17 @@ def _fragmentation(snap: ClusterSnapshot, ev: _PodSetEval, options: EngineOption
 def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     """Add NeverFits findings that capacity bounds prove (per pod set, then gang totals)."""
     mig_pending = snap.mig_reconfiguring
+    unknown = snap.unknown_capacity
     for ev in evals:
         ps = ev.ps
         if ps.count <= 0:
             continue
-        sev = NEVER_FITS if ps.exact_shape else WAITS
+        # A bound proves NeverFits only on exact shapes and nodes whose capacity is known.
+        sev = NEVER_FITS if ps.exact_shape and not (unknown & ev.ever_mask).any() else WAITS
+        if sev == WAITS and (unknown & ev.ever_mask).any():
+            findings.append(Finding("NodeCapacityUnknown", WAITS,
+                f"{int((unknown & ev.ever_mask).sum())} eligible node(s) report no capacity yet; placement unproven",
+                {"nodes": _samples(snap, np.flatnonzero(unknown & ev.ever_mask))}))
         if any(r.startswith("nvidia.com/mig-") for r in ps.requests) and mig_pending:
             findings.append(Finding("MigReconfiguring", WAITS,
                 "a node's MIG layout is being reconfigured (nvidia.com/mig.config.state pending); MIG capacity may change"))
@@ -286,12 +292,16 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     union = np.zeros(len(snap.nodes), dtype=bool)
     for ev in evals:
         union |= ev.ever_mask
+    if not gang.exact_total or (snap.unknown_capacity & union).any():
+        return
     total = gang.total_requests()
     for r, v in total.items():
         c = snap.col.get(r)
         if c is None or v <= 0:
             continue
-        have = int(snap.ever_alloc[union, c].sum())
+        col = snap.ever_alloc[union, c]
+        # float64 first: an int64 sum of absurd quantities could wrap around.
+        have = int(col.sum()) if float(col.sum(dtype=np.float64)) < 2.0**62 else float("inf")
         if v > have:
             findings.append(Finding("ExceedsClusterCapacity", NEVER_FITS,
                 f"the gang needs {format_quantity(r, v)} {r} in all; the nodes it may use have {format_quantity(r, have)} even when empty",
@@ -444,11 +454,13 @@ def evaluate(
         for ps in pod_sets
     ]
     placement: dict[str, Any] = {}
-    if evals:
+    if not snap.nodes:
+        findings.append(Finding("NoNodes", WAITS, "the cluster data holds no nodes; capacity not checked"))
+    elif evals:
         _capacity_proofs(snap, gang, evals, options, findings)
     never = any(f.severity == NEVER_FITS for f in findings)
     placed_now = None
-    if evals and not never:
+    if evals and not never and snap.nodes:
         def demands(key: str) -> list[Demand]:
             out = []
             for i, ev in enumerate(evals):
@@ -521,7 +533,7 @@ def evaluate(
     message = _message(gang, verdict, findings, nodes, frag)
     warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info")]
     expected = None
-    if now is not None and verdict == WAITS and main_ev is not None:
+    if now is not None and verdict == WAITS and main_ev is not None and placed_now is None and snap.nodes:
         expected = _expected_wait(snap, gang, now, main_ev.now_mask, history)
     return Decision(verdict, reasons, message, warnings, findings, gang_info, nodes,
                     quota.report if quota else None, frag, placement, expected)
@@ -640,6 +652,8 @@ def _hint(gang: GangRequest, f: Finding) -> str:
         if per:
             fixed = sum(ps.requests.get(r, 0) * ps.count for ps in gang.pod_sets if ps.requests.get(r, 0) != per)
             n = max(0, (int(d["maximum"]) - fixed) // per)
+            if n == 0:
+                return f" One pod alone asks for more {r} than the queue's maximum: make each pod smaller, or ask for a larger quota."
             return f" Ask for at most {n} pods of {format_quantity(r, per)} {r}, or for a larger quota."
         return " Ask for a larger quota."
     if f.code == "ExceedsClusterCapacity" and "pods_possible" in d:

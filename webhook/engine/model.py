@@ -291,6 +291,8 @@ class GangRequest:
     the Volcano queue; ``findings`` carries the adapter's own lints (InvalidGang, …).
     ``groups``: how many such gangs the workload creates, each starting on its own (a
     LeaderWorkerSet's replicas); the pod sets describe one group.
+    ``exact_total``: False when the gang's totals are assumed rather than known (a Kueue pod
+    group seen one pod at a time): quota and capacity bounds then cannot prove NeverFits.
     """
 
     kind: str
@@ -305,6 +307,7 @@ class GangRequest:
     labels: Mapping[str, str] = _empty()
     annotations: Mapping[str, str] = _empty()
     groups: int = 1
+    exact_total: bool = True
 
     @property
     def pods(self) -> int:

@@ -19,6 +19,8 @@ from functools import lru_cache
 __all__ = ["QuantityError", "parse_quantity", "format_quantity", "CPU"]
 
 CPU = "cpu"
+#: Kubernetes quantities fit in an int64 (resource.Quantity's scaled value); larger is nonsense.
+MAX_QUANTITY = 2**63 - 1
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -88,6 +90,8 @@ def _parse(resource: str, value: object) -> int:
         raise QuantityError(f"{resource}: quantity must not be negative, got {value!r}")
     if resource == CPU:
         number = number * 1000
+    if not number.is_finite() or number > MAX_QUANTITY:
+        raise QuantityError(f"{resource}: quantity too large, got {value!r}")
     return int(math.ceil(number))
 
 

@@ -211,6 +211,11 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
     def covered(ps_name):
         return [r for r in requests[ps_name] if r != "pods" and _group_for(cq, r) is not None]
 
+    # Only pod sets asking for something the ClusterQueue covers take part in flavor assignment.
+    quota_sets = [ps for ps in gang.pod_sets if covered(ps.name)]
+    if not quota_sets:
+        res.report["limits"] = {}
+        return res
     # A flavor whose maximum cannot hold the pod set alone is never assigned to it.
     all_candidates = candidates
     candidates = {
@@ -218,7 +223,7 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
         for name, fl in all_candidates.items()
     }
     # Ever: does any assignment of flavors to pod sets stay within every maximum?
-    combos = itertools.product(*(candidates[ps.name] for ps in gang.pod_sets))
+    combos = itertools.product(*(candidates[ps.name] for ps in quota_sets))
     best_ever = None
     searched_all = True
     for i, combo in enumerate(combos):
@@ -226,14 +231,14 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
             searched_all = False
             break
         per: dict[tuple[str, str], int] = {}
-        for ps, fname in zip(gang.pod_sets, combo):
+        for ps, fname in zip(quota_sets, combo):
             for r in covered(ps.name):
                 per[(fname, r)] = per.get((fname, r), 0) + requests[ps.name][r]
         if all(v <= limit(f, r).maximum for (f, r), v in per.items()):
-            best_ever = dict(zip((ps.name for ps in gang.pod_sets), combo))
+            best_ever = dict(zip((ps.name for ps in quota_sets), combo))
             break
     limits_report = {}
-    for ps in gang.pod_sets:
+    for ps in quota_sets:
         for f in candidates[ps.name] or all_candidates[ps.name][:1]:
             for r in covered(ps.name):
                 lim = limit(f, r)
@@ -249,7 +254,7 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
         # Report the resource that overflows in the first flavor of the first pod set.
         worst = None
         agg: dict[tuple[str, str], int] = {}
-        for ps in gang.pod_sets:
+        for ps in quota_sets:
             f = (candidates[ps.name] or all_candidates[ps.name])[0]
             for r in covered(ps.name):
                 agg[(f, r)] = agg.get((f, r), 0) + requests[ps.name][r]
@@ -262,19 +267,20 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
             worst = (f, r, agg[(f, r)], 0, limit(f, r))
         f, r, v, _, lim = worst
         bl = "unlimited" if lim.borrowing_limit is None else _fmt(r, lim.borrowing_limit)
-        res.findings.append(Finding("ExceedsMaxQuota", NEVER,
+        # A gang whose totals are assumed (a Kueue pod group seen one pod at a time) proves nothing.
+        res.findings.append(Finding("ExceedsMaxQuota", NEVER if gang.exact_total else WAITS,
             f"insufficient quota for {r} in flavor {f}, request {_fmt(r, v)} > maximum capacity ({_fmt(r, lim.maximum)}): "
             f"ClusterQueue {cq.name} allows at most {_fmt(r, lim.maximum)} (nominal {_fmt(r, lim.nominal)} + borrowing {bl if cq.cohort else '0, no cohort'})",
             {"resource": r, "flavor": f, "request": v, "maximum": None if lim.maximum == INF else int(lim.maximum),
              "nominal": lim.nominal, "borrowing_limit": lim.borrowing_limit, "cluster_queue": cq.name}))
         res.candidate_flavors = {}
         return res
-    res.candidate_flavors = {k: [kueue.flavors.get(f) or ResourceFlavor(f) for f in v] for k, v in candidates.items()}
+    res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in candidates[ps.name]] for ps in quota_sets}
     # Now: Kueue's greedy, flavors in order per pod set.
     taken: dict[tuple[str, str], int] = {}
     assignment: dict[str, str] = {}
     shortfall = None
-    for ps in gang.pod_sets:
+    for ps in quota_sets:
         chosen = None
         for f in candidates[ps.name]:
             if all(taken.get((f, r), 0) + requests[ps.name][r] <= limit(f, r).available_now for r in covered(ps.name)):
@@ -328,7 +334,8 @@ def evaluate_volcano(gang: GangRequest, volcano, cluster_gpus: dict[str, int] | 
     for r, v in need.items():
         cap = q.capability.get(r)
         if cap is not None and v > cap:
-            res.findings.append(Finding("ExceedsMaxQuota", NEVER,
+            # A gang whose totals are assumed proves nothing.
+            res.findings.append(Finding("ExceedsMaxQuota", NEVER if gang.exact_total else WAITS,
                 f"exceeds queue capability for {r}: {_fmt(r, v)} > {_fmt(r, cap)} (Volcano queue {name})",
                 {"resource": r, "request": v, "maximum": cap, "queue": name}))
     if any(f.severity == NEVER for f in res.findings):

@@ -205,6 +205,10 @@ class ClusterSnapshot:
                         urow[col[r]] += v
                     urow[pods_col] += 1
         self.alloc, self.cap, self.used = alloc, cap, used
+        #: Nodes that report neither capacity nor allocatable yet (a kubelet that has not posted
+        #: status): what they hold is unknown, so no bound may count them as empty.
+        self.unknown_capacity = np.fromiter(
+            (not n.capacity and not n.allocatable for n in self.nodes), dtype=bool, count=n_nodes)
         self.free = alloc - used
         device_cols = np.array([r not in BASE_RESOURCES for r in self.resources], dtype=bool)
         self.device_cols = device_cols

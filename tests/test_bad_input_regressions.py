@@ -1,0 +1,120 @@
+"""Inputs a first-time user tried that once crashed, exited with the wrong code, or — worst —
+denied a job that could run. Each is pinned here."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+import yaml
+
+from builders import GPU, node, snapshot
+from webhook.adapters import adapt
+from webhook.cli import main
+from webhook.engine.evaluate import evaluate
+
+EXAMPLES = "examples"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def write(tmp_path, name: str, docs) -> str:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump_all(docs) if isinstance(docs, list) else docs)
+    return str(p)
+
+
+def kueue_pod(total: int, gpus: int, name="w-0") -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "llm",
+                     "labels": {"kueue.x-k8s.io/queue-name": "llm-queue", "kueue.x-k8s.io/pod-group-name": "grp"},
+                     "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(total)}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {GPU: str(gpus), "cpu": "8"}}}]},
+    }
+
+
+def test_kueue_pod_group_with_assumed_shapes_is_never_denied(capsys, tmp_path):
+    # 1 CPU-only launcher + 64 × 8-GPU workers = 512 GPUs, exactly team-llm's maximum. Seen from
+    # one worker, "65 pods of this shape" would be 520 > 512: an assumption, not a proof.
+    f = write(tmp_path, "pg.yaml", [kueue_pod(65, 8)])
+    code, out, _ = run(capsys, "check", f, "--cluster", "demo", "--output", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["allowed"] is True
+    assert doc["verdict"] == "Waits" and "ExceedsMaxQuota" in doc["reasons"]
+    # With capacity too: 400 pods of 8 GPUs assumed is more than the 364 GPU nodes, still no denial.
+    g = adapt(kueue_pod(400, 8))
+    d = evaluate(snapshot([node(f"n{i}") for i in range(4)]), g)
+    assert d.verdict == "Waits"
+
+
+def test_job_with_queue_label_and_no_resources_does_not_crash(capsys, tmp_path):
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "j", "namespace": "llm", "labels": {"kueue.x-k8s.io/queue-name": "llm-queue"}},
+           "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {}}]}}}}
+    code, out, err = run(capsys, "check", write(tmp_path, "j.yaml", [job]), "--cluster", "demo")
+    assert code == 0 and "Traceback" not in err
+    assert "Fits" in out
+
+
+@pytest.mark.parametrize("quantity", ["1e400", "0.5", "500m"])
+def test_absurd_or_fractional_gpu_quantities_are_bad_input(capsys, tmp_path, quantity):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {GPU: quantity}}}]}}}}
+    code, _, err = run(capsys, "check", write(tmp_path, "j.yaml", [job]), "--cluster", "demo")
+    assert code == 2
+    assert "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu" in err
+    assert ("too large" in err) if quantity == "1e400" else ("whole numbers" in err)
+
+
+def test_random_bytes_on_stdin_are_bad_input(capsys, monkeypatch):
+    class Stdin:
+        buffer = io.BytesIO(bytes(range(256)) * 2)
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    code, _, err = run(capsys, "check", "-", "--cluster", "demo")
+    assert code == 2 and "not UTF-8" in err
+
+
+def test_a_dump_without_nodes_is_bad_input_not_a_denial(capsys, tmp_path):
+    dump = write(tmp_path, "dump.yaml", [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                          "spec": {"containers": [{"name": "c"}]}}])
+    code, _, err = run(capsys, "check", f"{EXAMPLES}/job-8x8.yaml", "--cluster", dump)
+    assert code == 2 and "holds no Node objects" in err
+    # The engine itself never denies on an empty cluster (a live cache that sees no nodes).
+    d = evaluate(snapshot([]), adapt(yaml.safe_load(open(f"{EXAMPLES}/job-8x8.yaml"))))
+    assert d.verdict == "Waits" and d.reasons == ["NoNodes"]
+
+
+def test_a_node_without_status_is_unknown_capacity_not_proof(capsys, tmp_path):
+    n = {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "new", "labels": {"nvidia.com/gpu.present": "true"}}}
+    code, out, _ = run(capsys, "check", f"{EXAMPLES}/job-8x8.yaml", "--cluster", write(tmp_path, "d.yaml", [n]),
+                       "--output", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"] == "Waits" and "NodeCapacityUnknown" in doc["reasons"]
+
+
+def test_serve_rejects_an_impossible_port(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--port", "99999"])
+    assert exc.value.code == 2
+    assert "expected a port from 1 to 65535" in capsys.readouterr().err
+
+
+def test_quota_hint_when_one_pod_exceeds_the_maximum(capsys, tmp_path):
+    job = yaml.safe_load(open(f"{EXAMPLES}/job-8x8.yaml"))
+    job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "llm-queue"
+    job["metadata"]["namespace"] = "llm"
+    for c in job["spec"]["template"]["spec"]["containers"]:
+        c["resources"]["limits"][GPU] = c["resources"]["requests"][GPU] = "1024"
+    code, out, _ = run(capsys, "check", write(tmp_path, "j.yaml", [job]), "--cluster", "demo")
+    assert code == 1
+    assert "One pod alone asks for more nvidia.com/gpu than the queue's maximum" in out
+    assert "at most 0 pods" not in out
