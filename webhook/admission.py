@@ -23,7 +23,8 @@ import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .adapters import adapt, is_supported
 from .engine.decision import FITS, NEVER_FITS, WAITS, Decision

@@ -42,7 +42,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict
 
 import msgspec
 

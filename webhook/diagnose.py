@@ -25,7 +25,8 @@ import json
 import shlex
 import sys
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from .engine.decision import FITS, NEVER_FITS, Decision
 from .engine.evaluate import EngineOptions, evaluate
 from .engine.filters import Constraints, filter_nodes
 from .engine.fit import pods_per_node, shape_of
-from .engine.fixes import GangView, NON_GANG_OWNERS, broken_nodes, compute_fixes, gang_view, own_pod
+from .engine.fixes import GangView, NON_GANG_OWNERS, compute_fixes, gang_view, own_pod
 from .engine.model import BoundPod, GangRequest, PodSet, Toleration
 from .engine.quantity import format_quantity, parse_quantity
 from .engine.snapshot import GPU, GPU_COUNT_LABEL, ClusterSnapshot, expected_mig_slices
@@ -153,7 +154,6 @@ def _step_fit(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: GangV
         return {"name": "fit", "question": "Do enough nodes have room for one pod each?", "command": "kubectl get nodes",
                 "findings": {}, "meaning": "The gang has no pods to place.", "status": "ok"}
     ps = view.pod_sets[view.main]
-    sh = view.shapes[view.main]
     mask = view.now_masks[view.main]
     k = view.k_now[view.main]
     gpu = view.gpu

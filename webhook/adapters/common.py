@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine.model import Finding, GangRequest, PodSet, frozen_map
-from .errors import AdapterError
 from .podspec import as_int, get_path, list_of, mapping, resource_map
 
 __all__ = [
