@@ -177,6 +177,11 @@ def test_pod_bind_rebind_succeeded_and_delete_update_per_node_free(server, make_
     server.upsert(make_pod("p1", gpus=6, node="n1", phase="Succeeded"))  # leaves the selector
     wait_for(lambda: free_gpus(cache, "n1") == 8, what="Succeeded releases the node")
     assert [p.name for p in cache.snapshot().pods] == ["p2"]
+    # The finished pod taught the wait estimator a run time for its (queue, owner kind):
+    # from status.startTime (2025-06-01T10:01:00Z) to when the watch saw it finish.
+    assert cache.history.count("team-a", "PyTorchJob") == 1
+    learned = cache.history.samples("team-a", "PyTorchJob")[0]
+    assert abs(learned - (time.time() - 1748772060.0)) < 120
 
     server.delete(make_pod("p2"))
     wait_for(lambda: free_gpus(cache, "n2") == 8 and len(cache.snapshot().pods) == 0, what="delete")

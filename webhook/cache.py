@@ -62,6 +62,7 @@ from .adapters.cluster import (
 from .adapters.errors import AdapterError
 from .engine.model import KueueState, VolcanoState, frozen_map
 from .engine.snapshot import ClusterSnapshot
+from .engine.wait import RuntimeHistory
 
 __all__ = ["LiveCache", "ResourceSpec", "DEFAULT_RESOURCES", "POD_FIELD_SELECTOR", "CacheError", "default_api_client"]
 
@@ -539,6 +540,8 @@ class _Informer:
             n += 1
             if etype == "DELETED":
                 ops.append((_obj_key(obj), None))
+                if kind == "Pod":
+                    self._learn_runtime(obj)
                 continue
             try:
                 kv = self._convert(obj)
@@ -559,6 +562,24 @@ class _Informer:
             raise err
         return n
 
+    def _learn_runtime(self, obj: Mapping) -> None:
+        """Feed ``cache.history`` with a pod that finished: runtime = now − status.startTime.
+
+        A pod reaching Succeeded leaves the watch's field selector and arrives as DELETED at
+        once, so the time it is seen stands for its finish time (within the watch's latency).
+        Failed pods and pods deleted while running say nothing about a normal run time.
+        """
+        if (obj.get("status") or {}).get("phase") != "Succeeded":
+            return
+        try:
+            p = pod_from_k8s(obj)
+        except AdapterError:
+            return
+        if p.start_time is not None:
+            runtime = time.time() - p.start_time
+            if runtime > 0:
+                self.cache.history.add(p.queue, p.owner_kind, runtime)
+
     # ---------------------------------------------------------- projection
     def _convert(self, obj: Mapping) -> tuple[Any, Any] | None:
         """(key, projection), or None when the object must not be stored (a terminal pod)."""
@@ -566,6 +587,7 @@ class _Informer:
         cache = self.cache
         if kind == "Pod":
             if pod_is_terminal(obj):
+                self._learn_runtime(obj)
                 return None
             return _obj_key(obj), cache._compact_pod(pod_from_k8s(obj, cache._pc_values, cache._pc_default))
         if kind == "Node":
@@ -687,6 +709,9 @@ class LiveCache:
         self.freeze_gc = freeze_gc
         self.source = source
 
+        #: Run times of pods seen finishing (Succeeded), per (queue, owner kind): the expected-
+        #: wait estimator's learned limits for pods without a declared one. Bounded memory.
+        self.history = RuntimeHistory()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._changed = threading.Event()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import dataclasses
 import hashlib
 import inspect
@@ -378,7 +379,9 @@ def create_app(
                 flavors = (decision.quota or {}).get("flavors")
                 now = snap.as_of if snap.as_of is not None else clock()
                 pending[0] += 1
-                fut = asyncio.get_running_loop().run_in_executor(executor, expected_wait, snap, gang, now, options, flavors)
+                estimate = functools.partial(expected_wait, snap, gang, now, options, flavors,
+                                             history=getattr(source, "history", None))
+                fut = asyncio.get_running_loop().run_in_executor(executor, estimate)
                 inflight[key] = fut
 
                 def done(f, k=key, s=snap):
