@@ -13,7 +13,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from typing import Any
 
@@ -69,6 +69,7 @@ class _PodSetEval:
     k_ever: np.ndarray
     k_now: np.ndarray
     port_blocked: np.ndarray | None = None
+    key: tuple = ()
 
 
 def _fmt_req(requests, options: EngineOptions) -> str:
@@ -111,7 +112,29 @@ def _used_ports(snap: ClusterSnapshot, ps: PodSet) -> np.ndarray:
     return blocked
 
 
+def _shape_key(ps: PodSet, flavors, now_flavor, options: EngineOptions) -> tuple:
+    """What a pod set's per-node view depends on (not its name or count)."""
+    return (
+        tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())), ps.required_affinity,
+        ps.tolerations, ps.node_name, ps.host_ports, ps.max_per_node,
+        tuple(f.name for f in flavors) if flavors else None, now_flavor, options.transient_taints,
+    )
+
+
 def _evaluate_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, options) -> _PodSetEval:
+    """Masks and pods-per-node of one pod set, now and ever; memoised on the snapshot per shape."""
+    key = ("podset",) + _shape_key(ps, flavors, now_flavor, options)
+    hit = snap.recall(key)
+    if hit is not None:
+        return replace(hit, ps=ps)
+    ev = _compute_pod_set(snap, ps, flavors, now_flavor, options)
+    for a in (ev.ever_mask, ev.now_mask, ev.k_ever, ev.k_now):
+        a.setflags(write=False)
+    ev.key = key
+    return snap.remember(key, ev)
+
+
+def _compute_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, options) -> _PodSetEval:
     cons = _constraints(ps, flavors)
     ever_mask = np.zeros(len(snap.nodes), dtype=bool)
     for c in cons:
@@ -139,6 +162,19 @@ def _samples(snap: ClusterSnapshot, idx: np.ndarray) -> list[str]:
 
 
 def _node_report(snap: ClusterSnapshot, ev: _PodSetEval) -> dict[str, Any]:
+    """The per-node view of the main pod set (histogram, samples, summary); memoised per shape."""
+    key = ("report",) + ev.key
+    hit = snap.recall(key) if ev.key else None
+    if hit is None:
+        hit = _compute_node_report(snap, ev)
+        if ev.key:
+            snap.remember(key, hit)
+    report = dict(hit, reasons=dict(hit["reasons"]), samples={k: list(v) for k, v in hit["samples"].items()})
+    report["pod_set"] = ev.ps.name
+    return report
+
+
+def _compute_node_report(snap: ClusterSnapshot, ev: _PodSetEval) -> dict[str, Any]:
     hist = ev.now_filter.histogram(snap)
     samples: dict[str, list[str]] = {}
     filt = ev.now_filter

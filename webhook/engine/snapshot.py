@@ -36,6 +36,8 @@ PER_NODE_LABELS = frozenset({"kubernetes.io/hostname"})
 BASE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 #: kubelet's default maxPods, used when a node does not report allocatable pods.
 DEFAULT_MAX_PODS = 110
+#: Derived results a snapshot keeps for reuse (per distinct pod shape and constraints).
+MEMO_SIZE = 256
 GPU = "nvidia.com/gpu"
 #: Label set by NVIDIA GPU feature discovery: the GPUs physically on the node.
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -230,6 +232,9 @@ class ClusterSnapshot:
         self.node_class = node_class
         self.classes: tuple[NodeClass, ...] = reps
         self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
+        #: Results derived from this snapshot alone (per pod shape), reused by later checks:
+        #: admission streams repeat a few shapes. Read-only values; bounded (see ``remember``).
+        self._memo: dict[tuple, object] = {}
         #: Pods not bound to a node (Pending), kept apart so checks never rescan every pod.
         self.pending_pods: tuple[BoundPod, ...] = tuple(p for p in self.pods if not p.node_name)
         #: True when some node's MIG layout is being changed (nvidia.com/mig.config.state).
@@ -253,6 +258,19 @@ class ClusterSnapshot:
         if len(self._projections) < 256:
             self._projections[keys] = result
         return result
+
+    def recall(self, key: tuple) -> object | None:
+        """A result ``remember``-ed for ``key`` on this snapshot, or None."""
+        return self._memo.get(key)
+
+    def remember(self, key: tuple, value: object) -> object:
+        """Keep a result derived from this snapshot alone; at most ``MEMO_SIZE`` are kept (the
+        oldest half is dropped past that). Returns ``value``."""
+        if len(self._memo) >= MEMO_SIZE:
+            for k in list(self._memo)[: MEMO_SIZE // 2]:
+                self._memo.pop(k, None)
+        self._memo[key] = value
+        return value
 
     def column(self, resource: str) -> int | None:
         """Column index of ``resource`` or None when no node or pod mentions it."""
