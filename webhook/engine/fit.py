@@ -146,13 +146,15 @@ def _place(avail: np.ndarray, order: list[Demand], best_fit: bool) -> dict[str, 
         upto = int(np.searchsorted(np.cumsum(kp), d.count)) + 1
         chosen: list[tuple[int, int]] = []
         left = d.count
+        last = n == len(order) - 1  # nothing reads the overlay after the last demand
         for node, fit in zip(pos[:upto].tolist(), kp[:upto].tolist()):
             t = min(fit, left)
             chosen.append((node, t))
-            row = changed.get(node)
-            if row is None:
-                row = changed[node] = avail[node].copy()
-            row[d.shape.cols] -= d.shape.vals * t
+            if not last:
+                row = changed.get(node)
+                if row is None:
+                    row = changed[node] = avail[node].copy()
+                row[d.shape.cols] -= d.shape.vals * t
             left -= t
             if left == 0:
                 break
