@@ -434,6 +434,21 @@ def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions
     return None
 
 
+#: A pod that tolerates everything: only a flavor's labels narrow the nodes it means.
+_ANY_POD = PodSet("lint", 0, {}, tolerations=(Toleration(operator="Exists"),))
+
+
+def _flavor_capacity(snap: ClusterSnapshot, flavor: ResourceFlavor, resource: str) -> int:
+    """Σ ever-allocatable ``resource`` on the nodes a flavor's nodeLabels select; memoised on
+    the snapshot (it depends on nothing else, and every check of a Kueue gang asks for it)."""
+    key = ("flavor-capacity", flavor.name, tuple(sorted(flavor.node_labels.items())), resource)
+    hit = snap.recall(key)
+    if hit is None:
+        mask = filter_nodes(snap, Constraints(_ANY_POD, flavor.node_labels), ever=True).mask
+        hit = snap.remember(key, int(snap.ever_alloc[mask, snap.col[resource]].sum()))
+    return int(hit)
+
+
 def _lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, findings: list[Finding]) -> None:
     limits = q.report.get("limits") or {}
     cq = snap.kueue.cluster_queues.get(q.report.get("cluster_queue", ""))
@@ -441,14 +456,10 @@ def _lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, f
         return
     for fname, per in limits.items():
         flavor = snap.kueue.flavors.get(fname) or ResourceFlavor(fname)
-        # Only the flavor's labels narrow here (tolerate everything): taints are the pod's business.
-        anything = PodSet("lint", 0, {}, tolerations=(Toleration(operator="Exists"),))
-        mask = filter_nodes(snap, Constraints(anything, flavor.node_labels), ever=True).mask
         for r, lim in per.items():
             if not options.is_gpu(r) or r not in snap.col:
                 continue
-            physical = int(snap.ever_alloc[mask, snap.col[r]].sum())
-            f = lint_quota_vs_capacity(cq, fname, r, lim["nominal"], physical)
+            f = lint_quota_vs_capacity(cq, fname, r, lim["nominal"], _flavor_capacity(snap, flavor, r))
             if f:
                 findings.append(f)
 
