@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,12 @@ class EngineOptions:
 
     def is_gpu(self, resource: str) -> bool:
         """True when ``resource`` names an accelerator (matches a ``gpu_resources`` entry)."""
-        return any(fnmatch(resource, p) for p in self.gpu_resources)
+        return _is_gpu(resource, self.gpu_resources)
+
+
+@lru_cache(maxsize=4096)
+def _is_gpu(resource: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch(resource, p) for p in patterns)
 
 
 @dataclass
@@ -70,11 +76,28 @@ class _PodSetEval:
     k_now: np.ndarray
     port_blocked: np.ndarray | None = None
     key: tuple = ()
+    # Count-independent figures derived from the masks, filled lazily by ``_stat``. Shared by
+    # every copy ``_evaluate_pod_set`` hands out for the same shape (``replace`` keeps the dict).
+    stats: dict = field(default_factory=dict)
+
+
+def _stat(ev: _PodSetEval, name: str, compute) -> Any:
+    """``ev.stats[name]``, computing it once per shape (the arrays are read-only)."""
+    try:
+        return ev.stats[name]
+    except KeyError:
+        v = ev.stats[name] = compute()
+        return v
 
 
 def _fmt_req(requests, options: EngineOptions) -> str:
+    return _fmt_req_cached(tuple(requests.items()), options.gpu_resources)
+
+
+@lru_cache(maxsize=1024)
+def _fmt_req_cached(items: tuple, patterns: tuple[str, ...]) -> str:
     parts = []
-    for r, v in sorted(requests.items(), key=lambda kv: (not options.is_gpu(kv[0]), kv[0])):
+    for r, v in sorted(items, key=lambda kv: (not _is_gpu(kv[0], patterns), kv[0])):
         if v:
             parts.append(f"{format_quantity(r, v)} {r}")
     return ", ".join(parts) or "no resources"
@@ -234,6 +257,11 @@ def _fragmentation(snap: ClusterSnapshot, ev: _PodSetEval, options: EngineOption
     g = _main_gpu(ev.ps, options)
     if g is None or g not in snap.col:
         return None
+    base = _stat(ev, ("frag", g), lambda: _fragmentation_base(snap, ev, g))
+    return dict(base, pods_needed=needed, deficit=max(0, needed - base["pods_placeable_now"]))
+
+
+def _fragmentation_base(snap: ClusterSnapshot, ev: _PodSetEval, g: str) -> dict[str, Any]:
     c = snap.col[g]
     free = np.maximum(snap.free[:, c], 0)
     elig = ev.now_mask
@@ -247,9 +275,9 @@ def _fragmentation(snap: ClusterSnapshot, ev: _PodSetEval, options: EngineOption
         "stranded": stranded,
         "ratio": round(stranded / free_total, 4) if free_total else 0.0,
         "nodes_fit_now": int(np.count_nonzero(ev.k_now)),
-        "pods_needed": needed,
+        "pods_needed": 0,
         "pods_placeable_now": placeable,
-        "deficit": max(0, needed - placeable),
+        "deficit": 0,
         "whole_nodes_free": int(np.count_nonzero(elig & (snap.used[:, snap.col["pods"]] == 0) & (free >= snap.alloc[:, c]) & (snap.alloc[:, c] > 0))),
     }
 
@@ -263,17 +291,20 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
         if ps.count <= 0:
             continue
         # A bound proves NeverFits only on exact shapes and nodes whose capacity is known.
-        sev = NEVER_FITS if ps.exact_shape and not (unknown & ev.ever_mask).any() else WAITS
-        if sev == WAITS and (unknown & ev.ever_mask).any():
+        n_unknown = _stat(ev, "unknown", lambda: int(np.count_nonzero(unknown & ev.ever_mask)))
+        sev = NEVER_FITS if ps.exact_shape and not n_unknown else WAITS
+        if sev == WAITS and n_unknown:
             findings.append(Finding("NodeCapacityUnknown", WAITS,
-                f"{int((unknown & ev.ever_mask).sum())} eligible node(s) report no capacity yet; placement unproven",
+                f"{n_unknown} eligible node(s) report no capacity yet; placement unproven",
                 {"nodes": _samples(snap, np.flatnonzero(unknown & ev.ever_mask))}))
-        if any(r.startswith("nvidia.com/mig-") for r in ps.requests) and mig_pending:
+        if mig_pending and any(r.startswith("nvidia.com/mig-") for r in ps.requests):
             findings.append(Finding("MigReconfiguring", WAITS,
                 "a node's MIG layout is being reconfigured (nvidia.com/mig.config.state pending); MIG capacity may change"))
             sev = WAITS
-        n_elig = int(np.count_nonzero(ev.ever_mask))
-        cap_ever = int(ev.k_ever.sum())
+        n_elig = _stat(ev, "n_elig", lambda: int(np.count_nonzero(ev.ever_mask)))
+        cap_ever = _stat(ev, "cap_ever", lambda: int(ev.k_ever.sum()))
+        if n_elig and cap_ever >= ps.count and not ps.required_topology and not ev.shape.missing:
+            continue  # no per-pod-set bound can fire (the common case): skip the message text
         label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)})"
         if n_elig == 0:
             hist = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints).histogram(snap)
@@ -325,24 +356,40 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     if any(f.severity == NEVER_FITS for f in findings):
         return
     # Gang totals over the union of nodes any pod set may use.
-    union = np.zeros(len(snap.nodes), dtype=bool)
-    for ev in evals:
-        union |= ev.ever_mask
-    if not gang.exact_total or (snap.unknown_capacity & union).any():
+    if not gang.exact_total:
         return
+    if len(evals) == 1:
+        ev = evals[0]
+        if _stat(ev, "unknown", lambda: int(np.count_nonzero(unknown & ev.ever_mask))):
+            return
+        sums = _stat(ev, "ever_sums", lambda: _column_sums(snap, ev.ever_mask))
+    else:
+        union = np.zeros(len(snap.nodes), dtype=bool)
+        for ev in evals:
+            union |= ev.ever_mask
+        if (unknown & union).any():
+            return
+        sums = _column_sums(snap, union)
     total = gang.total_requests()
     for r, v in total.items():
         c = snap.col.get(r)
         if c is None or v <= 0:
             continue
-        col = snap.ever_alloc[union, c]
-        # float64 first: an int64 sum of absurd quantities could wrap around.
-        have = int(col.sum()) if float(col.sum(dtype=np.float64)) < 2.0**62 else float("inf")
+        have = sums[c]
         if v > have:
             findings.append(Finding("ExceedsClusterCapacity", NEVER_FITS,
                 f"the gang needs {format_quantity(r, v)} {r} in all; the nodes it may use have {format_quantity(r, have)} even when empty",
                 {"resource": r, "request": v, "capacity": have}))
             return
+
+
+def _column_sums(snap: ClusterSnapshot, mask: np.ndarray) -> list[int | float]:
+    """Σ ``ever_alloc`` over the nodes in ``mask``, per resource column (inf past 2⁶²: the
+    float64 sum is checked first, since an int64 sum of absurd quantities could wrap around)."""
+    sub = snap.ever_alloc[mask]
+    exact = sub.sum(axis=0)
+    approx = sub.sum(axis=0, dtype=np.float64)
+    return [int(e) if float(a) < 2.0**62 else float("inf") for e, a in zip(exact, approx)]
 
 
 def _now_findings(snap, gang, evals, options, findings) -> None:

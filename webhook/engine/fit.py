@@ -143,20 +143,16 @@ def _place(avail: np.ndarray, order: list[Demand], best_fit: bool) -> dict[str, 
         if n < len(order) - 1:
             pos = pos[np.argsort(k[pos] if best_fit else -k[pos], kind="stable")]
         kp = k[pos]
-        upto = int(np.searchsorted(np.cumsum(kp), d.count)) + 1
-        chosen: list[tuple[int, int]] = []
-        left = d.count
-        last = n == len(order) - 1  # nothing reads the overlay after the last demand
-        for node, fit in zip(pos[:upto].tolist(), kp[:upto].tolist()):
-            t = min(fit, left)
-            chosen.append((node, t))
-            if not last:
+        cum = np.cumsum(kp)
+        upto = int(np.searchsorted(cum, d.count)) + 1  # the first nodes whose pods add up to count
+        takes = kp[:upto].copy()
+        takes[-1] -= int(cum[upto - 1]) - d.count  # the last node takes only what is left
+        chosen = list(zip(pos[:upto].tolist(), takes.tolist()))
+        if n < len(order) - 1:  # nothing reads the overlay after the last demand
+            for node, t in chosen:
                 row = changed.get(node)
                 if row is None:
                     row = changed[node] = avail[node].copy()
                 row[d.shape.cols] -= d.shape.vals * t
-            left -= t
-            if left == 0:
-                break
         result[d.name] = chosen
     return result
