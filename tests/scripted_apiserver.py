@@ -87,6 +87,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False),
         Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True),
         Resource("kueue.x-k8s.io", "v1beta1", "cohorts", "Cohort", False),
+        Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", True),
         Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False),
         Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
         Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),

@@ -376,7 +376,9 @@ def test_build_snapshot_mixed_objects():
     prio = {p.name: p.priority for p in s.pods}
     assert prio == {"a": 10000, "b": 100}  # class resolved although it came later; globalDefault
     assert dict(s.priority_classes) == {"high": 10000, "normal": 100}
-    assert dict(s.skipped) == {"Event": 3, "Service": 1, "Deployment": 1, "Workload": 1, TERMINAL_PODS_KEY: 2}
+    assert dict(s.skipped) == {"Event": 3, "Service": 1, "Deployment": 1, TERMINAL_PODS_KEY: 2}
+    wl = s.kueue.workloads[("ns1", "w")]  # a bare Workload: no pod sets, no conditions
+    assert (wl.pods, dict(wl.requests), wl.state, wl.queue_name) == (0, {}, "Pending", "")
     assert set(s.kueue.cluster_queues) == {"team-llm"}
     assert set(s.kueue.local_queues) == {("ns1", "q")}
     assert set(s.kueue.flavors) == {"h100"}

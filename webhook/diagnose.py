@@ -35,7 +35,7 @@ from .engine.evaluate import EngineOptions, evaluate
 from .engine.filters import Constraints, filter_nodes
 from .engine.fit import pods_per_node, shape_of
 from .engine.fixes import GangView, NON_GANG_OWNERS, compute_fixes, gang_view, own_pod
-from .engine.model import BoundPod, GangRequest, PodSet, Toleration
+from .engine.model import BoundPod, GangRequest, KueueWorkload, PodSet, Toleration
 from .engine.quantity import format_quantity, parse_quantity
 from .engine.snapshot import GPU, GPU_COUNT_LABEL, ClusterSnapshot, expected_mig_slices
 
@@ -109,6 +109,12 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
                 a["pods"] += 1
                 a["gpus"] += sum(v for r, v in p.requests.items() if r == GPU or r.startswith("nvidia.com/mig-"))
         findings["ahead"] = dict(sorted(ahead.items())[:10])
+        if snap.kueue.workloads and cq_name:
+            cmd += " && kubectl get workloads -A -o wide"
+            findings.update(kueue_workloads(snap, gang, cq_name, view.priority))
+            for k, w in findings["workloads_ahead"].items():
+                findings["ahead"].setdefault(k, {"pods": w["pods"], "gpus": w["gpus"], "priority": w["priority"]})
+            findings["ahead"] = dict(sorted(findings["ahead"].items())[:10])
     elif q.get("queue") or gang.volcano_queue is not None:
         name = q.get("queue") or gang.volcano_queue or "default"
         cmd = f"kubectl get queue {_q(name)} -o yaml && kubectl get podgroups -A -o wide"
@@ -142,8 +148,81 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
             meaning += f" Note: {len(findings['orphan_pod_groups'])} orphan PodGroup(s) reserve quota."
     if findings.get("ahead"):
         meaning += f" {len(findings['ahead'])} pending gang(s) of equal or higher priority are ahead in the same ClusterQueue."
+    if findings.get("holding"):
+        h = findings["holding"]
+        meaning += (f" Admitted workloads hold {h['gpus']} GPU(s) of this ClusterQueue's quota"
+                    f" ({h['workloads']} workload(s), {h['pods']} pod(s)).")
+    own = findings.get("own_workload")
+    if own and own.get("message") and own.get("state") in ("Pending", "Inactive"):
+        meaning += f" Kueue says of Workload {own['name']}: \"{own['message']}\""
+        if own.get("state") == "Inactive":
+            meaning += " (spec.active is false: Kueue will not consider it until it is reactivated)"
+        meaning += "."
     return {"name": "quota", "question": "Can the gang's queue ever hold it, and can it now?", "command": cmd,
             "findings": findings, "meaning": meaning, "status": status}
+
+
+def _gpus(requests) -> int:
+    return int(sum(v for r, v in requests.items() if r == GPU or r.startswith("nvidia.com/mig-") or r == "amd.com/gpu"))
+
+
+def _owns(gang: GangRequest, wl: KueueWorkload) -> bool:
+    """True when ``wl`` is the gang's own Workload (same namespace, owner Kind/name)."""
+    if wl.namespace != gang.namespace or not gang.name:
+        return False
+    kind, _, name = wl.owner.partition("/")
+    return name == gang.name and (not gang.kind or kind.lower() == gang.kind.lower())
+
+
+def kueue_workloads(snap: ClusterSnapshot, gang: GangRequest, cq_name: str, priority: int) -> dict[str, Any]:
+    """What Kueue's Workloads say about ClusterQueue ``cq_name`` (Kueue orders pending Workloads
+    by priority, then creation time; BestEffortFIFO and StrictFIFO alike):
+
+    * ``own_workload``: the gang's own Workload (``name``, ``state``, ``message``), or None when
+      the gang has not been submitted;
+    * ``workloads_ahead``: pending Workloads queued before it — higher priority, or equal
+      priority and created earlier (all equal-priority ones when the gang has no Workload yet)
+      — as ``{"Workload/ns/name": {"owner", "pods", "gpus", "priority", "created"}}``, at most
+      10, in queue order;
+    * ``holding``: the admitted (quota-reserved) Workloads: ``{"workloads", "pods", "gpus",
+      "top": [{"workload", "owner", "pods", "gpus", "priority"}]}`` (top 5 by GPUs).
+
+    GPUs are Σ count × request of nvidia.com/gpu, amd.com/gpu and MIG slices. Pure.
+    """
+    own = None
+    mine, theirs = [], []
+    for wl in snap.kueue.workloads.values():
+        if snap.kueue.cluster_queue_of(wl) != cq_name:
+            continue
+        if _owns(gang, wl):
+            own = wl
+            continue
+        (mine if wl.holds_quota else theirs).append(wl)
+    created = own.created if own is not None else None
+
+    def before(wl: KueueWorkload) -> bool:
+        if wl.state != "Pending":
+            return False
+        if wl.priority != priority:
+            return wl.priority > priority
+        return created is None or wl.created is None or wl.created < created
+
+    ahead = sorted((w for w in theirs if before(w)), key=lambda w: (-w.priority, w.created or 0.0, w.namespace, w.name))
+    out: dict[str, Any] = {
+        "own_workload": ({"name": f"{own.namespace}/{own.name}", "state": own.state, "message": own.message}
+                         if own is not None else None),
+        "workloads_ahead": {f"Workload/{w.namespace}/{w.name}": {"owner": w.owner, "pods": w.pods, "gpus": _gpus(w.requests),
+                                                                 "priority": w.priority, "created": w.created} for w in ahead[:10]},
+        "workloads_ahead_total": len(ahead),
+    }
+    if mine:
+        top = sorted(mine, key=lambda w: (-_gpus(w.requests), w.namespace, w.name))[:5]
+        out["holding"] = {
+            "workloads": len(mine), "pods": sum(w.pods for w in mine), "gpus": sum(_gpus(w.requests) for w in mine),
+            "top": [{"workload": f"{w.namespace}/{w.name}", "owner": w.owner, "pods": w.pods, "gpus": _gpus(w.requests),
+                     "priority": w.priority} for w in top],
+        }
+    return out
 
 
 # ---------------------------------------------------------------- step 2: fit
@@ -550,8 +629,20 @@ def _findings_lines(step: dict) -> list[str]:
                     out.append(f"{flavor} {r}: request {format_quantity(r, req.get(r, 0))}, nominal {format_quantity(r, lim['nominal'])}, "
                                f"borrowing limit {bl}, max {mx}, in use {format_quantity(r, lim['usage'])}")
             if "pending_workloads" in f:
+                seen = "Workloads" if "workloads_ahead" in f else "Pending pods"
                 out.append(f"workloads: {f['admitted_workloads']} admitted, {f['pending_workloads']} pending "
-                           f"({f.get('queueing_strategy')}); gangs ahead seen as Pending pods: {len(f.get('ahead') or {})}")
+                           f"({f.get('queueing_strategy')}); gangs ahead seen as {seen}: {len(f.get('ahead') or {})}")
+            own = f.get("own_workload")
+            if own:
+                out.append(f"own Workload {own['name']}: {own['state']}" + (f" — {own['message']}" if own.get("message") else ""))
+            for k, w in list((f.get("workloads_ahead") or {}).items())[:5]:
+                out.append(f"ahead: {k} ({w['owner'] or 'no owner'}): {w['pods']} pods, {w['gpus']} GPUs, priority {w['priority']}")
+            if f.get("workloads_ahead_total", 0) > 5:
+                out.append(f"… {f['workloads_ahead_total'] - 5} more Workload(s) ahead")
+            h = f.get("holding")
+            if h:
+                out.append(f"holding quota: {h['workloads']} admitted Workload(s), {h['pods']} pods, {h['gpus']} GPUs; largest: "
+                           + ", ".join(f"{t['workload']} ({t['gpus']} GPUs, priority {t['priority']})" for t in h["top"][:3]))
         elif f.get("system") == "volcano":
             out.append(f"Volcano queue {f.get('queue')} ({f.get('state') or 'Open'}): capability "
                        + (", ".join(_fmt(r, v) for r, v in (f.get("capability") or {}).items()) or "none")

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine.model import (
+    KueueWorkload,
     BoundPod,
     ClusterQueue,
     Cohort,
@@ -372,6 +373,198 @@ def pod_from_k8s(
         raise exc.within(obj=object_ref(obj))
 
 
+class _Odd(Exception):
+    """Input the fast pod reader does not handle: ``pod_from_k8s`` reads it (or reports it)."""
+
+
+def _quantities_key(value: Any) -> tuple | None:
+    """A hashable key for a ``{resource: quantity}`` map of strings (None for None)."""
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise _Odd
+    items = tuple(value.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            raise _Odd
+    return items
+
+
+def _containers_key(value: Any) -> tuple:
+    """A hashable key for a container list: everything ``effective_requests`` and
+    ``_host_ports`` read from it (requests, limits, restartPolicy == Always, host ports)."""
+    if value is None:
+        return ()
+    if type(value) is not list:
+        raise _Odd
+    out = []
+    for c in value:
+        if type(c) is not dict:
+            raise _Odd
+        res = c.get("resources")
+        if res is None:
+            rk = None
+        elif type(res) is dict:
+            rk = (_quantities_key(res.get("requests")), _quantities_key(res.get("limits")))
+        else:
+            raise _Odd
+        ports = c.get("ports")
+        pk = None
+        if ports:
+            if type(ports) is not list:
+                raise _Odd
+            hp = []
+            for p in ports:
+                if type(p) is not dict:
+                    raise _Odd
+                if p.get("hostPort"):
+                    port, proto, ip = p.get("hostPort"), p.get("protocol"), p.get("hostIP")
+                    if type(port) is not int or not (proto is None or type(proto) is str) or not (ip is None or type(ip) is str):
+                        raise _Odd
+                    hp.append((port, proto, ip))
+            pk = tuple(hp) if hp else None
+        out.append((rk, c.get("restartPolicy") == "Always", pk))
+    return tuple(out)
+
+
+class _PodReader:
+    """``pod_from_k8s`` for many pods at once, with the per-shape work memoised.
+
+    Pods of one controller share their containers' requests, and a cluster has a few thousand
+    distinct shapes among 100k+ pods: effective requests and host ports are computed once per
+    distinct (containers, init containers, pod-level requests, overhead) key, start times once
+    per distinct string. Anything the fast path does not recognise as plain JSON (a non-string
+    quantity, a non-list container list, a field of an unexpected type, an error) goes to
+    ``pod_from_k8s`` itself, so values and error messages are exactly its own.
+    """
+
+    def __init__(self, priority_classes: Mapping[str, int] | None = None, default_priority: int = 0) -> None:
+        self.priority_classes = priority_classes or {}
+        self.default_priority = default_priority
+        self._shapes: dict[tuple, tuple[Mapping, tuple[HostPort, ...]]] = {}
+        self._times: dict[str, float | None] = {}
+
+    def __call__(self, obj: Mapping) -> BoundPod:
+        """The ``BoundPod`` for a v1 Pod (as ``pod_from_k8s(obj, priority_classes, default_priority)``).
+
+        Raises:
+            AdapterError: as ``pod_from_k8s``.
+        """
+        try:
+            return self._fast(obj)
+        except (_Odd, AdapterError, TypeError, ValueError):
+            return pod_from_k8s(obj, self.priority_classes, self.default_priority)
+
+    def _fast(self, obj: Mapping) -> BoundPod:
+        if type(obj) is not dict:
+            raise _Odd
+        meta = obj.get("metadata")
+        if type(meta) is not dict:
+            raise _Odd
+        name = meta.get("name")
+        if type(name) is not str or not name:
+            raise _Odd
+        ns = meta.get("namespace")
+        if ns is None or ns == "":
+            ns = "default"
+        elif type(ns) is not str:
+            raise _Odd
+        spec = obj.get("spec")
+        if spec is None:
+            spec = {}
+        elif type(spec) is not dict:
+            raise _Odd
+        status = obj.get("status")
+        if status is None:
+            status = {}
+        elif type(status) is not dict:
+            raise _Odd
+        labels = meta.get("labels")
+        if labels is None:
+            labels = {}
+        elif type(labels) is not dict:
+            raise _Odd
+        annotations = meta.get("annotations")
+        if annotations is None:
+            annotations = {}
+        elif type(annotations) is not dict:
+            raise _Odd
+        pod_res = spec.get("resources")
+        if pod_res is None:
+            pod_req_key = None
+        elif type(pod_res) is dict:
+            pod_req_key = _quantities_key(pod_res.get("requests"))
+        else:
+            raise _Odd
+        key = (_containers_key(spec.get("containers")), _containers_key(spec.get("initContainers")),
+               pod_req_key, _quantities_key(spec.get("overhead")))
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = (frozen_map(effective_requests(spec, "spec")), _host_ports(spec))
+        requests, host_ports = shape
+        prio = spec.get("priority")
+        if prio is not None:
+            if type(prio) is not int:
+                raise _Odd
+            priority = prio
+        elif spec.get("priorityClassName"):
+            pcn = str(spec["priorityClassName"])
+            priority = self.priority_classes.get(pcn, SYSTEM_PRIORITY_CLASSES.get(pcn, self.default_priority))
+        else:
+            priority = self.default_priority
+        # _gang_and_owner, for plain dicts
+        refs = meta.get("ownerReferences")
+        owner_kind = owner_name = ""
+        controller = None
+        if refs is not None:
+            if type(refs) is not list:
+                raise _Odd
+            first = None
+            for ref in refs:
+                if type(ref) is not dict:
+                    raise _Odd
+                if ref.get("controller") is True:
+                    controller = ref
+                    break
+                if first is None:
+                    first = ref
+            first = controller or first
+            if first is not None:
+                owner_kind, owner_name = str(first.get("kind") or ""), str(first.get("name") or "")
+        group = annotations.get(GANG_ANNOTATION_VOLCANO) or labels.get(GANG_LABEL_COSCHEDULING) or labels.get(GANG_LABEL_KUEUE)
+        if group:
+            gang = f"PodGroup/{ns}/{group}"
+        elif controller is not None and controller.get("kind") and controller.get("name"):
+            gang = f"{controller['kind']}/{ns}/{controller['name']}"
+        else:
+            gang = ""
+        deadline = spec.get("activeDeadlineSeconds")
+        deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+        limit = deadline_s
+        for v in (labels.get(MAX_EXEC_TIME_LABEL), annotations.get(EXPECTED_RUNTIME_ANNOTATION)):
+            if v is not None:
+                s = _seconds(v)
+                if s is not None and (limit is None or s < limit):
+                    limit = s
+        st = status.get("startTime")
+        if type(st) is str:
+            start = self._times.get(st, _NO_TIME)
+            if start is _NO_TIME:
+                start = self._times[st] = parse_time(st, "status.startTime")
+        elif st is None:
+            start = None
+        else:
+            raise _Odd
+        node_name = spec.get("nodeName")
+        queue = labels.get(QUEUE_LABEL)
+        phase = status.get("phase")
+        return BoundPod(ns, name, str(node_name or ""), requests, priority, gang, owner_kind, owner_name,
+                        str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit)
+
+
+_NO_TIME = object()
+
+
 def priority_class_from_k8s(obj: Mapping) -> tuple[str, int, bool]:
     """A scheduling.k8s.io/v1 PriorityClass → ``(name, value, globalDefault)``.
 
@@ -653,6 +846,8 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
             attribute ``position`` on the error is the index of the offending object in
             ``objects``, so a caller reading files can name the file and document.
     """
+    from .workload import workload_from_k8s  # imports this module's helpers
+
     items = list(_flatten(objects))
     nodes: dict[str, Node] = {}
     pods: dict[tuple[str, str], BoundPod] = {}
@@ -662,6 +857,7 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
     cohorts: dict[str, Cohort] = {}
     vqueues: dict[str, VolcanoQueue] = {}
     pgs: dict[tuple[str, str], PodGroupState] = {}
+    workloads: dict[tuple[str, str], KueueWorkload] = {}
     priority_classes: dict[str, int] = {}
     skipped: dict[str, int] = {}
     default_priority = 0
@@ -687,18 +883,23 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
             if is_default:
                 default_priority = value
 
+    read_pod = _PodReader(priority_classes, default_priority)
     for pos, obj in items:
-        kind, group = obj.get("kind"), group_of(obj)
+        kind = obj.get("kind")
+        api = obj.get("apiVersion")
+        group = "" if api == "v1" else group_of(obj)
         try:
-            if group == "" and kind == "Node":
-                node = node_from_k8s(obj)
-                nodes[node.name] = node
-            elif group == "" and kind == "Pod":
-                if pod_is_terminal(obj):
+            if kind == "Pod" and group == "":
+                status = obj.get("status")
+                phase = status.get("phase") if type(status) is dict else get_path(obj, "status.phase")
+                if phase == "Succeeded" or phase == "Failed":  # pod_is_terminal
                     skipped[TERMINAL_PODS_KEY] = skipped.get(TERMINAL_PODS_KEY, 0) + 1
                     continue
-                pod = pod_from_k8s(obj, priority_classes, default_priority)
+                pod = read_pod(obj)
                 pods[(pod.namespace, pod.name)] = pod
+            elif group == "" and kind == "Node":
+                node = node_from_k8s(obj)
+                nodes[node.name] = node
             elif group == SCHEDULING_K8S and kind == "PriorityClass":
                 pass  # pass 1
             elif group == KUEUE and kind == "ResourceFlavor":
@@ -719,6 +920,9 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
             elif group in (VOLCANO, COSCHEDULING) and kind == "PodGroup":
                 pg = pod_group_from_k8s(obj)
                 pgs[(pg.namespace, pg.name)] = pg
+            elif group == KUEUE and kind == "Workload":
+                wl = workload_from_k8s(obj)
+                workloads[(wl.namespace, wl.name)] = wl
             else:
                 key = str(kind) if kind else "<no kind>"
                 skipped[key] = skipped.get(key, 0) + 1
@@ -728,7 +932,7 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
     return ClusterSnapshot(
         nodes.values(),
         pods.values(),
-        kueue=KueueState(frozen_map(flavors), frozen_map(cqs), frozen_map(lqs), frozen_map(cohorts)),
+        kueue=KueueState(frozen_map(flavors), frozen_map(cqs), frozen_map(lqs), frozen_map(cohorts), frozen_map(workloads)),
         volcano=VolcanoState(frozen_map(vqueues), frozen_map(pgs)),
         priority_classes=priority_classes,
         skipped=skipped,

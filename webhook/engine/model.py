@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "Resources",
+    "KueueWorkload",
     "Taint",
     "Toleration",
     "NodeSelectorRequirement",
@@ -408,13 +409,61 @@ class Cohort:
 
 
 @dataclass(frozen=True, slots=True)
+class KueueWorkload:
+    """A Kueue Workload (kueue.x-k8s.io v1beta1/v1beta2): one gang as Kueue queues it.
+
+    A Job that Kueue manages stays suspended, with no pods, until its Workload is admitted, so
+    the Workloads are the only record of the gangs waiting in a ClusterQueue.
+
+    * ``queue_name``: spec.queueName (a LocalQueue in ``namespace``); ``cluster_queue``:
+      status.admission.clusterQueue once quota is reserved, else "" (resolve it through the
+      LocalQueue);
+    * ``priority``: spec.priority (the resolved WorkloadPriorityClass or PriorityClass value);
+    * ``created``: metadata.creationTimestamp, epoch seconds (Kueue orders a ClusterQueue's
+      pending Workloads by priority, then creation time);
+    * ``pods`` and ``requests``: Σ over spec.podSets of count and count × the pod's effective
+      request (scheduler units: GPUs, millicores, bytes);
+    * ``state``: "Pending", "QuotaReserved", "Admitted", "Finished" or "Inactive", from
+      spec.active and the conditions Finished / Admitted / QuotaReserved (status "True");
+    * ``message``: the newest condition message Kueue wrote (e.g. "couldn't assign flavors to pod
+      set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 64 more needed");
+    * ``owner``: the controller ownerReference as "Kind/name" ("" when none).
+    """
+
+    namespace: str
+    name: str
+    queue_name: str = ""
+    cluster_queue: str = ""
+    priority: int = 0
+    created: float | None = None
+    pods: int = 0
+    requests: Resources = _empty()
+    state: str = "Pending"
+    message: str = ""
+    owner: str = ""
+
+    @property
+    def holds_quota(self) -> bool:
+        """True while the Workload's quota is reserved (QuotaReserved or Admitted, not Finished)."""
+        return self.state in ("QuotaReserved", "Admitted")
+
+
+@dataclass(frozen=True, slots=True)
 class KueueState:
-    """Kueue's objects, keyed by name ((namespace, name) for LocalQueues)."""
+    """Kueue's objects, keyed by name ((namespace, name) for LocalQueues and Workloads)."""
 
     flavors: Mapping[str, ResourceFlavor] = _empty()
     cluster_queues: Mapping[str, ClusterQueue] = _empty()
     local_queues: Mapping[tuple[str, str], LocalQueue] = _empty()
     cohorts: Mapping[str, Cohort] = _empty()
+    workloads: Mapping[tuple[str, str], KueueWorkload] = _empty()
+
+    def cluster_queue_of(self, wl: KueueWorkload) -> str:
+        """The ClusterQueue ``wl`` is queued in: its admission's, else its LocalQueue's ("" when unknown)."""
+        if wl.cluster_queue:
+            return wl.cluster_queue
+        lq = self.local_queues.get((wl.namespace, wl.queue_name))
+        return lq.cluster_queue if lq is not None else ""
 
 
 # ---------------------------------------------------------------- Volcano
