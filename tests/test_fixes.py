@@ -203,3 +203,144 @@ def test_victim_units_skip_daemonsets_system_pods_and_own_pods():
     g = gang(pod_set("t", 1, gpu=8), kind="Job", name="g")
     us = victim_units(snap, g, shape_of(snap, {GPU: 8}), [0], None)
     assert [u.key for u in us] == ["Pod/default/other"]
+
+
+# ---------------------------------------------------------------- the greedy, pinned
+# choose_victims on seeded instances past EXACT_UNITS, against the victims the implementation
+# chose before its data structures were reworked for speed (per-node running rows, cached unit
+# costs, vectorised prefix bundles): the choice itself must not move. Spanning units (the greedy
+# with exhaustive per-node bundles) and dense node-local nodes (> NODE_LOCAL_SUBSETS units, the
+# greedy with cheapest-first bundles).
+
+import random  # noqa: E402
+
+from webhook.engine.fixes import _Gain, _gaining_alone, _node_bundle  # noqa: E402
+
+PINNED_SPANNING = {
+    0: [1, 8, 11, 21, 60], 1: [0, 1, 6, 8, 10, 13, 14, 19, 21, 43, 44, 50, 56, 65, 66, 69],
+    2: [1, 2, 4, 10, 12, 17, 24, 26, 27, 37, 40], 3: [0, 4, 35],
+    4: [0, 2, 3, 4, 6, 9, 12, 21, 23, 24, 25, 26, 30, 31, 35, 40, 42, 47, 48],
+    5: [4, 5, 8, 9, 11, 13, 14, 21, 27, 28, 32, 49, 51, 54],
+    6: [0, 1, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 18, 19, 20, 27, 30, 35],
+    7: [2, 3, 5, 6, 11, 16, 17, 27, 32, 39, 45, 47],
+    8: [2, 5, 7, 10, 11, 16, 18, 19, 22, 23, 24, 29, 30, 31, 34, 36, 39, 51, 52, 54],
+    9: [4, 27, 29, 30, 47], 10: [1, 2, 4, 8, 11, 12, 14, 15, 18, 21, 22, 33], 11: [0, 17, 24, 27, 39, 44, 49],
+}
+PINNED_DENSE = {
+    0: [4, 9, 10, 11, 18, 22, 29, 32, 34, 36, 37, 41, 42, 43, 44, 45, 48, 61, 62, 64, 65, 71, 72, 74, 75, 76, 87, 92, 94, 95],
+    1: [2, 4, 8, 10, 12, 14, 17, 19, 21, 24, 27, 28, 29, 30, 32, 36, 39, 41],
+    2: [16, 17, 18, 23, 24, 90, 95, 98],
+    3: [16, 24, 27, 32, 34, 35, 61, 63, 69, 70, 74, 76, 80, 82, 84, 87, 88, 90],
+    4: [0, 6, 8, 90, 94],
+    5: [0, 5, 7, 12, 14, 17, 20, 23, 31, 33, 37, 38, 39, 40, 41, 50, 53, 55, 58, 60, 64, 66, 69, 71, 74, 76, 81, 82, 88, 91, 95, 97],
+}
+
+
+def spanning_instance(seed: int):
+    rng = random.Random(seed)
+    n_nodes = rng.randint(6, 14)
+    used = {i: 0 for i in range(n_nodes)}
+    units = []
+    for u in range(rng.randint(40, 90)):
+        span = {rng.randrange(n_nodes)}
+        if rng.random() < 0.25:
+            span.add(rng.randrange(n_nodes))
+        use = {}
+        for n in sorted(span):
+            g = min(rng.choice([0, 0, 1, 2, 4]), 8 - used[n])
+            used[n] += g
+            use[n] = (1, rng.choice([1, 2, 8, 16]), g)
+        tenants = frozenset(rng.sample(["t1", "t2", "t3"], rng.randint(1, 2)))
+        units.append(Unit(f"G/u{u}", (None,) * len(use), use, rng.choice([0, 100, 1000]), tenants,
+                          sum(x[2] for x in use.values()), rng.choice([0.0, 0.5, 2.25, 7.0]), rng.choice([0, 0, 0, 1])))
+    avail = {i: (110 - sum(1 for u in units if i in u.use), 96 - rng.randint(0, 90), 8 - used[i]) for i in range(n_nodes)}
+    return units, avail, (1, 8, 8), rng.randint(2, n_nodes), rng.choice([None, 1])
+
+
+def dense_instance(seed: int):
+    rng = random.Random(1000 + seed)
+    n_nodes = rng.randint(4, 9)
+    units, avail = [], {}
+    for n in range(n_nodes):
+        used = cpu = 0
+        for j in range(rng.randint(11, 16)):
+            g = min(rng.choice([0, 0, 0, 1, 2]), 8 - used)
+            c = rng.choice([1, 2, 4, 8])
+            used += g
+            cpu += c
+            units.append(Unit(f"Pod/t/p{n}-{j}", (None,), {n: (1, c, g)}, rng.choice([0, 0, 100, 1000]),
+                              frozenset([rng.choice(["t1", "t2"])]), g, rng.choice([0.0, 1.5, 3.0]), 0))
+        avail[n] = (110 - 16, 96 - cpu, 8 - used)
+    return units, avail, (1, 8, 8), rng.randint(1, n_nodes), None
+
+
+def test_greedy_victims_pinned_on_spanning_units():
+    for seed, want in PINNED_SPANNING.items():
+        units, avail, vals, need, mpn = spanning_instance(seed)
+        assert choose_victims(units, avail, vals, need, mpn) == want, seed
+
+
+def test_greedy_victims_pinned_on_dense_node_local_units():
+    for seed, want in PINNED_DENSE.items():
+        units, avail, vals, need, mpn = dense_instance(seed)
+        assert all(u.node_local for u in units)
+        assert choose_victims(units, avail, vals, need, mpn) == want, seed
+
+
+def test_vectorised_helpers_match_their_python_definitions():
+    huge = 2**60  # past the int64 guard: the Python path must give the same answers
+    for seed in range(6):
+        units, avail, vals, need, mpn = dense_instance(seed)
+        for scale in (1, huge):
+            av = {n: (a[0], a[1] * scale, a[2]) for n, a in avail.items()}
+            us = [Unit(u.key, u.pods, {n: (r[0], r[1] * scale, r[2]) for n, r in u.use.items()}, u.priority, u.tenants, u.gpus, u.hours)
+                  for u in units]
+            g = _Gain(av, (1, 8 * scale, 8), mpn)
+            alone = [ui for ui, u in enumerate(us)
+                     if sum(g.k([x + y for x, y in zip(av[n], use)]) - g.base[n] for n, use in u.use.items() if n in av) > 0]
+            assert _gaining_alone(us, g) == alone
+            for n in av:
+                uis = [ui for ui, u in enumerate(us) if n in u.use]
+                order = sorted(uis, key=lambda ui: set_cost(us, [ui]))
+                row, want = list(av[n]), None
+                for i, ui in enumerate(order):
+                    row = [x + y for x, y in zip(row, us[ui].use[n])]
+                    if g.k(row) > g.base[n]:
+                        want = order[: i + 1]
+                        break
+                assert _node_bundle(us, uis, n, g) == want
+
+
+def test_victim_units_memo_gives_the_same_units():
+    nodes = [node(f"n{i}") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i % 4}", gpu=1 + i % 3, gang="Job/default/j1" if i % 5 == 0 else "", priority=i % 3 * 100,
+                start_time=0.0) for i in range(20)]
+    snap = snapshot(nodes, pods)
+    g = gang(pod_set("t", 2, gpu=8), kind="Job", name="mine")
+    sh = shape_of(snap, {GPU: 8})
+    memo: dict = {}
+    for cand, mp in (([0, 1], None), ([0, 1, 2, 3], None), ([2, 3], 100), ([0, 1, 2, 3], 200)):
+        fresh = victim_units(snap, g, sh, cand, 3600.0, max_priority=mp)
+        assert victim_units(snap, g, sh, cand, 3600.0, max_priority=mp, memo=memo) == fresh
+        assert fresh and all(mp is None or u.priority < mp for u in fresh)
+    j1 = next(u for u in victim_units(snap, g, sh, [0], 3600.0) if u.key == "Job/default/j1")
+    assert {p.name for p in j1.pods} == {"p0", "p5", "p10", "p15"} and j1.hours == j1.gpus  # 1 h each, whole gang
+
+
+def test_diagnose_leaves_the_collector_as_it_found_it():
+    import gc
+
+    from webhook.demo import DEMO_NOW, demo_snapshot
+    from webhook.diagnose import diagnose
+
+    snap = demo_snapshot()
+    g = gang(pod_set("t", 40, gpu=8), kind="Job", name="big")
+    assert gc.isenabled()
+    rep = diagnose(snap, g, DEMO_NOW)
+    assert gc.isenabled() and rep["decision"]["verdict"] in ("Waits", "Fits", "NeverFits")
+    gc.disable()
+    try:
+        diagnose(snap, g, DEMO_NOW)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -38,6 +38,7 @@ from .engine.fixes import GangView, NON_GANG_OWNERS, compute_fixes, gang_view, o
 from .engine.model import BoundPod, GangRequest, KueueWorkload, PodSet, Toleration
 from .engine.quantity import format_quantity, parse_quantity
 from .engine.snapshot import GPU, GPU_COUNT_LABEL, ClusterSnapshot, expected_mig_slices
+from .gcpause import gc_paused
 
 __all__ = [
     "diagnose",
@@ -585,9 +586,15 @@ def diagnose(snap: ClusterSnapshot, gang: GangRequest, now: float | None = None,
     Returns:
         ``{"gang", "cluster", "now", "decision": {verdict, reasons, message}, "steps": [{name,
         question, command, findings, meaning, status}], "verdict": one line, "fixes": [...]}``,
-        fixes in ranked order (``webhook.engine.fixes``). No I/O.
+        fixes in ranked order (``webhook.engine.fixes``). No I/O; the cyclic garbage
+        collector is paused while it runs (``webhook.gcpause``).
     """
-    options = options or EngineOptions()
+    with gc_paused():  # a large gang's fixes allocate ~10⁵ small objects next to a big snapshot
+        return _diagnose(snap, gang, now, options or EngineOptions(), decision, expected_wait_s)
+
+
+def _diagnose(snap: ClusterSnapshot, gang: GangRequest, now: float | None, options: EngineOptions,
+              decision: Decision | None, expected_wait_s: float | None) -> dict:
     d = decision or evaluate(snap, gang, options, now=now)
     if expected_wait_s is None and d.expected_wait and not d.expected_wait.get("unknown"):
         expected_wait_s = d.expected_wait.get("p50_s")
@@ -892,6 +899,15 @@ def gang_from_pods(kind: str, name: str, namespace: str, pods: Sequence[BoundPod
     return GangRequest(kind=kind, name=name, namespace=namespace, pod_sets=tuple(sets), queue_name=queue)
 
 
+def _ref(obj: Mapping) -> tuple[str, Any]:
+    """(metadata.namespace or "default", metadata.name), without decoding a ``LazyObject``."""
+    ref = getattr(obj, "ref", None)
+    if ref is not None:
+        return ref
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "default", meta.get("name"))
+
+
 class TargetNotFound(LookupError):
     """KIND/NAME names nothing gangcheck can find in the cluster data; the message says where it looked."""
 
@@ -913,8 +929,7 @@ def find_gang(target: str, namespace: str, snap: ClusterSnapshot, objects: Seque
     aliases = {"pytorchjob": "pytorchjob", "pytorchjobs": "pytorchjob", "job": "job", "vcjob": "job", "lws": "leaderworkerset"}
     kl = aliases.get(kind.lower(), kl)
     for obj in objects or ():
-        meta = obj.get("metadata") or {}
-        if str(obj.get("kind", "")).lower() == kl and meta.get("name") == name and (meta.get("namespace") or "default") == namespace:
+        if str(obj.get("kind", "")).lower() == kl and _ref(obj) == (namespace, name):
             gang = adapt(dict(obj), source="dump")
             if gang is not None:
                 return gang, f"{obj.get('kind')} object in the cluster data"
@@ -924,9 +939,12 @@ def find_gang(target: str, namespace: str, snap: ClusterSnapshot, objects: Seque
         raw = None
         if objects:
             want = {(p.namespace, p.name) for p in pods}
-            raw = {((o.get("metadata") or {}).get("namespace") or "default", (o.get("metadata") or {}).get("name")): o
-                   for o in objects if o.get("kind") == "Pod"}
-            raw = {k: v for k, v in raw.items() if k in want}
+            raw = {}
+            for o in objects:
+                if o.get("kind") == "Pod":
+                    k = _ref(o)
+                    if k in want:
+                        raw[k] = o  # the last one of a name, as in the dump
         return gang_from_pods(canonical, name, namespace, pods, raw), f"reconstructed from its {len(pods)} pod(s) in the cluster data"
     same_ns = sorted({p.gang for p in snap.pods if p.namespace == namespace and p.gang})[:8]
     raise TargetNotFound(
@@ -959,7 +977,7 @@ def add_commands(sub) -> None:
     f.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
 
 
-def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[dict] | None]:
+def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[Mapping] | None]:
     """The snapshot and, for a dump or the demo, the raw objects (for workload lookups)."""
     if spec == "live":
         from .cache import LiveCache
@@ -980,15 +998,11 @@ def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[dict] | None
         from .demo import demo_objects, demo_snapshot
 
         return demo_snapshot(), demo_objects()
-    from .adapters.cluster import build_snapshot
-    from .adapters.errors import AdapterError
-    from .dump import load_cluster, load_objects
+    from .dump import load_cluster_and_objects
 
-    objects = load_objects(spec)  # read once: the snapshot and the workload lookup share it
-    try:
-        return build_snapshot(objects, source=str(spec)), objects
-    except AdapterError:
-        return load_cluster(spec), objects  # re-read only to name the file and document in the error
+    # Read once: the snapshot and the workload lookup share it (JSON dumps through the fast
+    # reader; their Pods and Nodes are decoded in full only when a lookup needs them).
+    return load_cluster_and_objects(spec)
 
 
 def _options(policy_path: str | None) -> EngineOptions:

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine.model import (
+    EMPTY,
+    DisruptionBudget,
     KueueWorkload,
     BoundPod,
     ClusterQueue,
@@ -328,6 +330,8 @@ def pod_from_k8s(
       unreadable), None when none is set. Read by the expected-wait estimator.
 
     Does not filter terminal pods: ``build_snapshot`` skips them (see ``pod_is_terminal``).
+    ``build_snapshot`` reads pods through ``_PodReader``, a memoised equivalent of this function
+    for plain dicts: a change here needs the same change there.
 
     Raises:
         AdapterError: no metadata.name, unreadable requests, a bad time or integer field.
@@ -368,6 +372,7 @@ def pod_from_k8s(
             deadline_s=deadline_s,
             host_ports=_host_ports(spec),
             runtime_limit_s=min(limits) if limits else None,
+            labels=frozen_map(_str_map(labels, "metadata.labels")) if labels else EMPTY,
         )
     except AdapterError as exc:
         raise exc.within(obj=object_ref(obj))
@@ -433,9 +438,11 @@ class _PodReader:
     Pods of one controller share their containers' requests, and a cluster has a few thousand
     distinct shapes among 100k+ pods: effective requests and host ports are computed once per
     distinct (containers, init containers, pod-level requests, overhead) key, start times once
-    per distinct string. Anything the fast path does not recognise as plain JSON (a non-string
-    quantity, a non-list container list, a field of an unexpected type, an error) goes to
-    ``pod_from_k8s`` itself, so values and error messages are exactly its own.
+    per distinct string, label maps once per distinct label set (and shared). Anything the fast
+    path does not recognise as plain JSON (a non-string quantity or label, a non-list container
+    list, a field of an unexpected type, an error) goes to ``pod_from_k8s`` itself, so values and
+    error messages are exactly its own. Keep the two in step: ``tests/test_dump_fast.py``
+    compares them field by field.
     """
 
     def __init__(self, priority_classes: Mapping[str, int] | None = None, default_priority: int = 0) -> None:
@@ -443,6 +450,7 @@ class _PodReader:
         self.default_priority = default_priority
         self._shapes: dict[tuple, tuple[Mapping, tuple[HostPort, ...]]] = {}
         self._times: dict[str, float | None] = {}
+        self._labels: dict[tuple, Mapping[str, str]] = {}
 
     def __call__(self, obj: Mapping) -> BoundPod:
         """The ``BoundPod`` for a v1 Pod (as ``pod_from_k8s(obj, priority_classes, default_priority)``).
@@ -555,11 +563,21 @@ class _PodReader:
             start = None
         else:
             raise _Odd
+        if labels:
+            items = tuple(labels.items())
+            for k, v in items:
+                if type(k) is not str or type(v) is not str:
+                    raise _Odd
+            label_map = self._labels.get(items)
+            if label_map is None:
+                label_map = self._labels[items] = frozen_map(labels)
+        else:
+            label_map = EMPTY
         node_name = spec.get("nodeName")
         queue = labels.get(QUEUE_LABEL)
         phase = status.get("phase")
         return BoundPod(ns, name, str(node_name or ""), requests, priority, gang, owner_kind, owner_name,
-                        str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit)
+                        str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit, label_map)
 
 
 _NO_TIME = object()
@@ -846,7 +864,8 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
             attribute ``position`` on the error is the index of the offending object in
             ``objects``, so a caller reading files can name the file and document.
     """
-    from .workload import workload_from_k8s  # imports this module's helpers
+    from .disruption import disruption_budget_from_k8s  # these import this module's helpers
+    from .workload import workload_from_k8s
 
     items = list(_flatten(objects))
     nodes: dict[str, Node] = {}
@@ -858,6 +877,7 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
     vqueues: dict[str, VolcanoQueue] = {}
     pgs: dict[tuple[str, str], PodGroupState] = {}
     workloads: dict[tuple[str, str], KueueWorkload] = {}
+    budgets: dict[tuple[str, str], DisruptionBudget] = {}
     priority_classes: dict[str, int] = {}
     skipped: dict[str, int] = {}
     default_priority = 0
@@ -923,6 +943,9 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
             elif group == KUEUE and kind == "Workload":
                 wl = workload_from_k8s(obj)
                 workloads[(wl.namespace, wl.name)] = wl
+            elif group == "policy" and kind == "PodDisruptionBudget":
+                pdb = disruption_budget_from_k8s(obj)
+                budgets[(pdb.namespace, pdb.name)] = pdb
             else:
                 key = str(kind) if kind else "<no kind>"
                 skipped[key] = skipped.get(key, 0) + 1
@@ -938,4 +961,5 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
         skipped=skipped,
         source=source,
         as_of=as_of,
+        disruption_budgets=budgets.values(),
     )

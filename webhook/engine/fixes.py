@@ -6,7 +6,8 @@ running work: *consolidate* (move the pods off the cheapest nodes — called "mo
 victims re-fit on the remaining nodes, else "preempt") and *preempt lower-priority work*.
 
 Cost of a displacing fix, compared in this order (lexicographic):
-  1. PodDisruptionBudget violations (0: the snapshot carries no PDBs; ``pdb`` can supply them),
+  1. PodDisruptionBudget violations: budgets (``snap.disruption_budgets``) whose selected pods
+     the fix evicts more of than the budget's disruptionsAllowed (``pdb_violations``),
   2. highest victim priority,
   3. tenants (namespaces) touched,
   4. pods displaced, 5. GPUs displaced,
@@ -29,14 +30,14 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .decision import NEVER_FITS, Decision
 from .filters import Constraints, filter_nodes
 from .fit import Demand, Shape, pods_per_node, place, shape_of
-from .model import BoundPod, GangRequest, PodSet, ResourceFlavor
+from .model import BoundPod, DisruptionBudget, GangRequest, PodSet, ResourceFlavor
 from .snapshot import ClusterSnapshot
 
 __all__ = [
@@ -57,6 +58,9 @@ __all__ = [
     "SYSTEM_PRIORITY",
     "EXACT_UNITS",
     "node_local_victims",
+    "budget_members",
+    "disruptions_allowed",
+    "pdb_violations",
 ]
 
 #: Owner kinds whose pods are interchangeable replicas, not gang members: one may be evicted alone.
@@ -288,10 +292,41 @@ class Unit:
         return len(self.use) <= 1
 
 
+_NON_GANG_PREFIXES = tuple(k + "/" for k in NON_GANG_OWNERS)
+
+
 def _unit_key(p: BoundPod) -> str:
-    if p.gang and p.owner_kind not in NON_GANG_OWNERS and not p.gang.startswith(tuple(k + "/" for k in NON_GANG_OWNERS)):
+    if p.gang and p.owner_kind not in NON_GANG_OWNERS and not p.gang.startswith(_NON_GANG_PREFIXES):
         return p.gang
     return f"Pod/{p.namespace}/{p.name}"
+
+
+_MISSING = object()
+
+
+def _pod_indexes(snap: ClusterSnapshot) -> tuple[Mapping[str, list[BoundPod]], Mapping[tuple[str, str], list[BoundPod]]]:
+    """(bound pods with a gang key by gang key, pods by (namespace, name)), each in
+    ``snap.pods`` order; built once per snapshot and kept on it."""
+    key = ("fixes.pod_indexes",)
+    hit = snap.recall(key)
+    if hit is None:
+        by_gang: dict[str, list[BoundPod]] = {}
+        by_name: dict[tuple[str, str], list[BoundPod]] = {}
+        for p in snap.pods:
+            k = (p.namespace, p.name)
+            lst = by_name.get(k)
+            if lst is None:
+                by_name[k] = [p]
+            else:
+                lst.append(p)
+            if p.node_name and p.gang:
+                lst = by_gang.get(p.gang)
+                if lst is None:
+                    by_gang[p.gang] = [p]
+                else:
+                    lst.append(p)
+        hit = snap.remember(key, (by_gang, by_name))
+    return hit  # type: ignore[return-value]
 
 
 def victim_units(
@@ -304,6 +339,7 @@ def victim_units(
     max_priority: int | None = None,
     options: Any = None,
     pdb: Mapping[str, int] | None = None,
+    memo: dict | None = None,
 ) -> list[Unit]:
     """The units whose eviction could help on ``nodes`` (node indices), whole gangs included.
 
@@ -311,73 +347,179 @@ def victim_units(
     (other than the pod slot, which every pod takes). Units above ``max_priority`` (exclusive
     bound: only priority < max_priority kept when given), DaemonSet pods, system-priority pods and
     the gang's own pods are left out. GPU-hours: GPUs × (now − start) / 3600 per pod, 0 for pods of
-    a partial gang or without a start time. ``pdb`` maps a unit key to PDB violations it causes.
+    a partial gang or without a start time. ``pdb`` maps a unit key to PDB violations it causes;
+    without it, each unit's are counted from ``snap.disruption_budgets`` (``pdb_violations``).
+
+    ``memo``: a dict the caller passes to every call with the same ``snap``, ``gang``,
+    ``shape``, ``now``, ``options`` and ``pdb`` (``compute_fixes`` does): the candidate units of
+    each node and each unit are then worked out once. Units are sorted by key.
     """
+    cache: dict = memo if memo is not None else {}
     cols = [int(c) for c in shape.cols]
     names = list(shape.names)
-    relevant = {n for n in names if n != "pods"}
-    pending_gangs = {p.gang for p in snap.pending_pods if p.gang}
+    relevant = [n for n in names if n != "pods"]
+    gang_ns = gang.namespace
     keys: set[str] = set()
     for i in nodes:
-        for p in snap.pods_by_node.get(snap.nodes[i].name, ()):
-            if p.owner_kind == "DaemonSet" or p.priority >= SYSTEM_PRIORITY or own_pod(gang, p):
-                continue
-            if any(p.requests.get(r, 0) for r in relevant):
-                keys.add(_unit_key(p))
+        node_keys = cache.get(("node", i))
+        if node_keys is None:
+            found: list[str] = []
+            for p in snap.pods_by_node.get(snap.nodes[i].name, ()):
+                if p.owner_kind == "DaemonSet" or p.priority >= SYSTEM_PRIORITY or (p.namespace == gang_ns and own_pod(gang, p)):
+                    continue
+                req = p.requests
+                for r in relevant:
+                    if req.get(r, 0):
+                        found.append(_unit_key(p))
+                        break
+            node_keys = cache[("node", i)] = found
+        keys.update(node_keys)
     if not keys:
         return []
-    members: dict[str, list[BoundPod]] = {k: [] for k in keys}
-    gang_keys = {k for k in keys if not k.startswith("Pod/")}
-    if gang_keys:
-        for p in snap.pods:
-            if p.node_name and p.gang in gang_keys and _unit_key(p) == p.gang:
-                members[p.gang].append(p)
-    for k in keys - gang_keys:
-        ns, name = k.split("/", 2)[1:]
-        for p in snap.pods_by_node.get(_node_of(snap, ns, name), ()):
-            if p.namespace == ns and p.name == name:
-                members[k].append(p)
+    pending_gangs = cache.get("pending_gangs")
+    if pending_gangs is None:
+        pending_gangs = cache["pending_gangs"] = {p.gang for p in snap.pending_pods if p.gang}
+    per_request: dict = cache.setdefault("per_request", {})
+    indexes = None
     units = []
     for k in sorted(keys):
-        pods = tuple(members[k])
-        if not pods:
+        unit = cache.get(("unit", k), _MISSING)
+        if unit is _MISSING:
+            if indexes is None:
+                indexes = _pod_indexes(snap)
+            if not k.startswith("Pod/"):
+                pods = tuple(p for p in indexes[0].get(k, ()) if _unit_key(p) == k)
+            else:  # the pod of that name, on the node the last pod of that name is bound to
+                same = indexes[1].get(tuple(k.split("/", 2)[1:]), ())  # type: ignore[arg-type]
+                node = same[-1].node_name if same else ""
+                pods = tuple(p for p in same if p.node_name == node) if node else ()
+            unit = cache[("unit", k)] = _unit_of(snap, k, pods, names, cols, now, pending_gangs, per_request, options, pdb)
+        if unit is None:
             continue
-        prio = max(p.priority for p in pods)
-        if max_priority is not None and prio >= max_priority:
+        if max_priority is not None and unit.priority >= max_priority:
             continue
-        if any(p.priority >= SYSTEM_PRIORITY or p.owner_kind == "DaemonSet" for p in pods):
-            continue
-        use: dict[int, list[int]] = {}
-        gpus = 0
-        hours = 0.0
-        partial = k in pending_gangs
-        for p in pods:
-            i = snap.node_index.get(p.node_name)
-            if i is None:
-                continue
-            row = use.setdefault(i, [0] * len(cols))
-            for j, n in enumerate(names):
-                row[j] += 1 if n == "pods" else int(p.requests.get(n, 0))
-            g = sum(v for r, v in p.requests.items() if is_gpu_name(r, options))
-            gpus += g
-            if not partial and now is not None and p.start_time is not None:
-                hours += g * max(0.0, now - p.start_time) / 3600.0
-        units.append(Unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
-                          frozenset(p.namespace for p in pods), gpus, hours, (pdb or {}).get(k, 0), partial))
+        units.append(unit)
     return units
 
 
-_POD_NODE_CACHE: dict[int, dict[tuple[str, str], str]] = {}
+def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: list[str], cols: list[int], now: float | None,
+             pending_gangs: set[str], per_request: dict, options: Any, pdb: Mapping[str, int] | None) -> Unit | None:
+    """The ``Unit`` of key ``k`` with these pods; None when it may never be a victim (no pods,
+    a system-priority or DaemonSet pod among them). ``per_request``: id of a requests map →
+    (the map, its row in the shape's column order, its GPUs), filled as pods are seen."""
+    if not pods:
+        return None
+    for p in pods:
+        if p.priority >= SYSTEM_PRIORITY or p.owner_kind == "DaemonSet":
+            return None
+    prio = max(p.priority for p in pods)
+    use: dict[int, list[int]] = {}
+    gpus = 0
+    hours = 0.0
+    partial = k in pending_gangs
+    node_index = snap.node_index
+    for p in pods:
+        i = node_index.get(p.node_name)
+        if i is None:
+            continue
+        req = p.requests
+        hit = per_request.get(id(req))
+        if hit is None or hit[0] is not req:
+            g = 0
+            for r, v in req.items():
+                if is_gpu_name(r, options):
+                    g += v
+            hit = per_request[id(req)] = (req, [1 if n == "pods" else int(req.get(n, 0)) for n in names], g)
+        row = use.get(i)
+        if row is None:
+            use[i] = list(hit[1])
+        else:
+            use[i] = [x + y for x, y in zip(row, hit[1])]
+        g = hit[2]
+        gpus += g
+        if not partial and now is not None and p.start_time is not None:
+            hours += g * max(0.0, now - p.start_time) / 3600.0
+    violations = (pdb or {}).get(k, 0) if pdb is not None or not snap.disruption_budgets else pdb_violations(snap, pods)
+    return Unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
+                frozenset([p.namespace for p in pods]), gpus, hours, violations, partial)
 
 
-def _node_of(snap: ClusterSnapshot, ns: str, name: str) -> str:
-    idx = _POD_NODE_CACHE.get(id(snap))
-    if idx is None or idx.get(("", "__snap__")) != str(id(snap.pods)):
-        idx = {(p.namespace, p.name): p.node_name for p in snap.pods}
-        idx[("", "__snap__")] = str(id(snap.pods))
-        _POD_NODE_CACHE.clear()
-        _POD_NODE_CACHE[id(snap)] = idx
-    return idx.get((ns, name), "")
+# ---------------------------------------------------------------- PodDisruptionBudgets
+
+
+def budget_members(snap: ClusterSnapshot) -> tuple[frozenset[tuple[str, str]], ...]:
+    """Per budget of ``snap.disruption_budgets`` (same order): the (namespace, name) of the pods
+    it selects — pods of its namespace, bound or Pending, whose labels match its selector (a
+    null selector selects none, an empty one every pod). Kept on the snapshot."""
+    key = ("fixes.budget_members",)
+    hit = snap.recall(key)
+    if hit is None:
+        by_ns: dict[str, list[BoundPod]] = {}
+        for p in snap.pods:
+            by_ns.setdefault(p.namespace, []).append(p)
+        hit = snap.remember(key, tuple(
+            frozenset() if b.selector is None else
+            frozenset((p.namespace, p.name) for p in by_ns.get(b.namespace, ()) if b.selector.matches(p.labels))
+            for b in snap.disruption_budgets))
+    return hit  # type: ignore[return-value]
+
+
+def _scaled(value: int | str, expected: int) -> int:
+    """An IntOrString of a budget against ``expected`` pods: an int as it is, ``"N%"`` rounded up
+    (the disruption controller's GetScaledValueFromIntOrPercent with roundUp)."""
+    if isinstance(value, str):
+        pct = int(value.strip().rstrip("%"))
+        return (pct * expected + 99) // 100
+    return int(value)
+
+
+def disruptions_allowed(snap: ClusterSnapshot, budget: DisruptionBudget, members: frozenset[tuple[str, str]]) -> int:
+    """Pods of ``members`` (the pods ``budget`` selects) that may be evicted without violating it:
+    ``status.disruptionsAllowed`` when the object carries it, else the disruption controller's
+    arithmetic — expected = selected pods, healthy = those bound and Running, desired healthy =
+    minAvailable, or expected − maxUnavailable, or expected when neither is set; allowed =
+    max(0, healthy − desired)."""
+    if budget.disruptions_allowed is not None:
+        return max(0, int(budget.disruptions_allowed))
+    expected = len(members)
+    pods = {(p.namespace, p.name): p for p in snap.pods}
+    healthy = sum(1 for k in members if (p := pods.get(k)) is not None and p.node_name and p.phase == "Running")
+    if budget.min_available is not None:
+        desired = _scaled(budget.min_available, expected)
+    elif budget.max_unavailable is not None:
+        desired = max(0, expected - _scaled(budget.max_unavailable, expected))
+    else:
+        desired = expected
+    return max(0, healthy - desired)
+
+
+def _budget_index(snap: ClusterSnapshot) -> tuple[dict[tuple[str, str], list[int]], list[int]]:
+    """(pod (namespace, name) → indices of the budgets selecting it, disruptions allowed per
+    budget); kept on the snapshot."""
+    key = ("fixes.budget_index",)
+    hit = snap.recall(key)
+    if hit is None:
+        members = budget_members(snap)
+        of_pod: dict[tuple[str, str], list[int]] = {}
+        for bi, m in enumerate(members):
+            for k in m:
+                of_pod.setdefault(k, []).append(bi)
+        allowed = [disruptions_allowed(snap, b, m) for b, m in zip(snap.disruption_budgets, members)]
+        hit = snap.remember(key, (of_pod, allowed))
+    return hit  # type: ignore[return-value]
+
+
+def pdb_violations(snap: ClusterSnapshot, pods: Iterable[BoundPod]) -> int:
+    """Budgets of ``snap.disruption_budgets`` that evicting all of ``pods`` at once would
+    violate: more of their selected pods evicted than they allow (``disruptions_allowed``)."""
+    if not snap.disruption_budgets:
+        return 0
+    of_pod, allowed = _budget_index(snap)
+    evicted: dict[int, int] = {}
+    for k in {(p.namespace, p.name) for p in pods}:
+        for bi in of_pod.get(k, ()):
+            evicted[bi] = evicted.get(bi, 0) + 1
+    return sum(1 for bi, n in evicted.items() if n > allowed[bi])
 
 
 # ---------------------------------------------------------------- the k-union search
@@ -413,17 +555,20 @@ class _Gain:
         self.base = {i: self.k(a) for i, a in avail.items()}
 
     def k(self, a: Sequence[int]) -> int:
-        k = min(max(0, x) // v for x, v in zip(a, self.vals))
+        k = min([(x if x > 0 else 0) // v for x, v in zip(a, self.vals)])
         return min(k, self.cap) if self.cap is not None else k
 
     def of(self, units: Sequence[Unit], chosen: Iterable[int]) -> int:
         """Total pods gained on the candidate nodes when ``chosen`` units are evicted."""
         removed: dict[int, list[int]] = {}
+        avail, width = self.avail, len(self.vals)
         for ui in chosen:
             for n, use in units[ui].use.items():
-                if n not in self.avail:
+                if n not in avail:
                     continue
-                row = removed.setdefault(n, [0] * len(self.vals))
+                row = removed.get(n)
+                if row is None:
+                    row = removed[n] = [0] * width
                 for j, x in enumerate(use):
                     row[j] += x
         total = 0
@@ -491,32 +636,80 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         for n in u.use:
             if n in avail:
                 on_node.setdefault(n, []).append(ui)
-    singles = [frozenset([ui]) for ui in range(len(units))]
+    unit_costs: dict[int, tuple] = {}
+
+    def unit_cost(ui: int) -> tuple:
+        c = unit_costs.get(ui)
+        if c is None:  # set_cost(units, [ui]), spelled out
+            u = units[ui]
+            c = unit_costs[ui] = (u.pdb, max(_NEG_INF, u.priority), len(u.tenants), len(u.pods), u.gpus, round(0.0 + u.hours, 6))
+        return c
+
+    # Nodes with many units take the cheapest-first bundle: their units in that order and their
+    # rows as one int64 matrix are worked out once per node (None: amounts too large for int64).
+    prefix_rows: dict[int, tuple[list[int], np.ndarray | None]] = {}
+
+    def node_bundle(n: int, rest: list[int], removed: Sequence[int] | None) -> list[int] | None:
+        """``_node_bundle(units, rest, n, g, removed)``; ``rest``: units of ``on_node[n]``, in order."""
+        if len(rest) <= 10:
+            return _node_bundle(units, rest, n, g, removed, unit_cost=unit_cost)
+        hit = prefix_rows.get(n)
+        if hit is None:
+            order_all = sorted(on_node[n], key=unit_cost)
+            hit = prefix_rows[n] = (order_all, _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g))
+        order_all, rows = hit
+        start = list(avail[n]) if removed is None else [x + y for x, y in zip(avail[n], removed)]
+        if rows is None or len(start) != len(g.vals) or max(abs(x) for x in start) >= _SAFE_INT:
+            return _node_bundle(units, rest, n, g, removed, unit_cost=unit_cost)
+        if len(rest) == len(order_all):
+            order = order_all
+        else:  # sorting is stable: the cheapest-first order of ``rest`` is order_all without the others
+            keep = set(rest)
+            mask = [ui in keep for ui in order_all]
+            order = [ui for ui, m in zip(order_all, mask) if m]
+            rows = rows[np.array(mask, dtype=bool)]
+        k = (np.maximum(np.cumsum(rows, axis=0) + np.array(start, dtype=np.int64), 0) // np.array(g.vals, dtype=np.int64)).min(axis=1)
+        if g.cap is not None:
+            k = np.minimum(k, g.cap)
+        gain = np.flatnonzero(k > g.k(start))
+        return order[: int(gain[0]) + 1] if len(gain) else None
+
     bundles: dict[int, frozenset[int]] = {}
     for n, uis in on_node.items():
         if len(uis) > 1:
-            b = _node_bundle(units, uis, n, g)
+            b = node_bundle(n, uis, None)
             if b and len(b) > 1:
                 bundles[n] = frozenset(b)
     st = _State(units, g, avail)
 
-    def key_of(c: frozenset[int]):
-        extra = c - st.chosen
-        if not extra:
-            return None
-        d = st.delta_add(extra)
-        if d <= 0:
-            return None
+    def key_of(c: int | frozenset[int]):
+        # A candidate is a unit index (a single unit, the common case) or a bundle (frozenset).
+        if type(c) is int:
+            ui = c
+            if ui in st.chosen:
+                return None
+            d = st.delta_one(ui)
+            if d <= 0:
+                return None
+            nc = st.cost_with_one(ui)
+        else:
+            extra = c - st.chosen
+            if not extra:
+                return None
+            d = st.delta_add(extra)
+            if d <= 0:
+                return None
+            nc = st.cost_with(extra)
         eff = max(1, min(d, need - st.gained))
         cur = st.cost()
-        nc = st.cost_with(extra)
         return (nc[0], nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
 
     # Lazy greedy: keys are re-evaluated when popped; a candidate whose fresh key still beats
     # the next stale key is taken.
     heap: list = []
     seq = itertools.count()
-    for c in itertools.chain(singles, set(bundles.values())):
+    # A single unit that gains nothing alone has no key: only those that do are keyed at first.
+    for c in itertools.chain(_gaining_alone(units, g), set(bundles.values())):
         k = key_of(c)
         if k is not None:
             heapq.heappush(heap, (k, next(seq), c))
@@ -528,12 +721,12 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
             if k is None:
                 continue
             if not heap or k <= heap[0][0]:
-                best = c - st.chosen
+                best = {c} if type(c) is int else c - st.chosen
                 break
             heapq.heappush(heap, (k, next(seq), c))
         if best is None:
             # Stale keys may have dropped candidates whose gain became positive: rescan once.
-            for c in itertools.chain(singles, set(bundles.values())):
+            for c in itertools.chain(range(len(units)), set(bundles.values())):
                 k = key_of(c)
                 if k is not None:
                     heapq.heappush(heap, (k, next(seq), c))
@@ -544,13 +737,13 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         for n in touched:
             for ui in on_node.get(n, ()):
                 if ui not in st.chosen:
-                    k = key_of(singles[ui])
+                    k = key_of(ui)
                     if k is not None:
-                        heapq.heappush(heap, (k, next(seq), singles[ui]))
+                        heapq.heappush(heap, (k, next(seq), ui))
         # Bundles on the nodes that changed are recomputed against their new state.
         for n in touched:
             rest = [ui for ui in on_node.get(n, ()) if ui not in st.chosen]
-            b = _node_bundle(units, rest, n, g, st.removed.get(n)) if len(rest) > 1 else None
+            b = node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
             if b and len(b) > 1:
                 bundles[n] = frozenset(b)
                 k = key_of(bundles[n])
@@ -558,8 +751,61 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
                     heapq.heappush(heap, (k, next(seq), bundles[n]))
             else:
                 bundles.pop(n, None)
-    cand_list = singles + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
-    return sorted(_local_search(units, g, set(st.chosen), need, cand_list, max_swaps))
+    def cand_list() -> list[frozenset[int]]:
+        return [frozenset([ui]) for ui in range(len(units))] + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
+
+    return sorted(_local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost))
+
+
+def _gaining_alone(units: Sequence[Unit], g: _Gain) -> list[int]:
+    """Indices of the units whose eviction alone gains pods of the shape (nothing evicted yet),
+    in index order: ``_State.delta_one(ui) > 0`` for a fresh state, vectorised for the units on
+    one candidate node (int64; Python ints for amounts too large for it)."""
+    avail, vals = g.avail, g.vals
+    width = len(vals)
+    local: list[int] = []
+    rows: list[tuple[int, ...]] = []
+    uses: list[tuple[int, ...]] = []
+    bases: list[int] = []
+    other: list[int] = []
+    for ui, u in enumerate(units):
+        use = u.use
+        if len(use) == 1:
+            (n, row), = use.items()
+            if n not in avail:
+                continue  # gains nothing on the candidate nodes
+            if len(row) == width:
+                local.append(ui)
+                rows.append(avail[n])
+                uses.append(row)
+                bases.append(g.base[n])
+                continue
+        other.append(ui)
+    gaining = set()
+    if local and width:
+        try:
+            a = np.array(rows, dtype=np.int64)
+            b = np.array(uses, dtype=np.int64)
+            v = np.array(vals, dtype=np.int64)
+        except OverflowError:
+            a = None
+        if a is not None and max(abs(int(a.min())), int(a.max()), abs(int(b.min())), int(b.max())) < 2**62:
+            k = (np.maximum(a + b, 0) // v).min(axis=1)
+            if g.cap is not None:
+                k = np.minimum(k, g.cap)
+            gaining.update(np.array(local)[k > np.array(bases, dtype=np.int64)].tolist())
+        else:
+            other.extend(local)
+    else:
+        other.extend(local)
+    for ui in other:
+        d = 0
+        for n, use in units[ui].use.items():
+            if n in avail:
+                d += g.k([x + y for x, y in zip(avail[n], use)]) - g.base[n]
+        if d > 0:
+            gaining.add(ui)
+    return sorted(gaining)
 
 
 #: Units on one node beyond which the node-local search falls back to the greedy.
@@ -615,9 +861,11 @@ def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int
     return best if best is not None else None
 
 
-def _node_bundle(units: Sequence[Unit], uis: list[int], n: int, g: _Gain, removed: Sequence[int] | None = None) -> list[int] | None:
+def _node_bundle(units: Sequence[Unit], uis: list[int], n: int, g: _Gain, removed: Sequence[int] | None = None,
+                 unit_cost: Callable[[int], tuple] | None = None) -> list[int] | None:
     """The cheapest units on node ``n`` whose eviction gains one more pod there, given what is
-    already ``removed`` from it (exact up to 10 units, else cheapest-first)."""
+    already ``removed`` from it (exact up to 10 units, else cheapest-first). ``unit_cost``:
+    ``set_cost(units, [ui])`` of a unit index, when the caller keeps them."""
     start = list(g.avail[n]) if removed is None else [x + y for x, y in zip(g.avail[n], removed)]
     base = g.k(start)
 
@@ -638,53 +886,126 @@ def _node_bundle(units: Sequence[Unit], uis: list[int], n: int, g: _Gain, remove
                 if gains(combo):
                     best, best_cost = list(combo), c
         return best
-    order = sorted(uis, key=lambda ui: set_cost(units, [ui]))
+    order = sorted(uis, key=(lambda ui: set_cost(units, [ui])) if unit_cost is None else unit_cost)
+    # The shortest prefix of ``order`` that gains a pod: running sums of the rows, in int64 when
+    # every amount is well inside its range, else in Python ints (the same numbers).
+    uses = [units[ui].use.get(n, ()) for ui in order]
+    m = _int64_rows(uses, g) if len(start) == len(g.vals) else None
+    if m is not None and uses and max(abs(x) for x in start) < _SAFE_INT:
+        k = (np.maximum(np.cumsum(m, axis=0) + np.array(start, dtype=np.int64), 0) // np.array(g.vals, dtype=np.int64)).min(axis=1)
+        if g.cap is not None:
+            k = np.minimum(k, g.cap)
+        hit = np.flatnonzero(k > base)
+        return order[: int(hit[0]) + 1] if len(hit) else None
     taken: list[int] = []
-    for ui in order:
+    row = list(start)
+    for ui, use in zip(order, uses):
         taken.append(ui)
-        if gains(taken):
+        for j, x in enumerate(use):
+            row[j] += x
+        if g.k(row) > base:
             return taken
     return None
 
 
+#: Amounts below this stay exact in int64 when up to 256 of them are added.
+_SAFE_INT = 2**54
+
+
+def _int64_rows(uses: list, g: _Gain) -> np.ndarray | None:
+    """``uses`` (rows of the shape's width) as an int64 matrix, or None when a row has another
+    width, there are more than 256 of them, an amount is past ``_SAFE_INT`` or the shape has a
+    non-positive amount: the Python path handles those."""
+    width = len(g.vals)
+    if not width or len(uses) > 256 or min(g.vals) <= 0 or any(len(u) != width for u in uses):
+        return None
+    try:
+        m = np.array(uses, dtype=np.int64).reshape(len(uses), width)
+    except OverflowError:
+        return None
+    if len(uses) and max(-int(m.min()), int(m.max())) >= _SAFE_INT:
+        return None
+    return m
+
+
 class _State:
-    """Chosen units with running totals: removed resources per node, pods gained, cost parts."""
+    """Chosen units with running totals: removed resources per node, pods gained, cost parts.
+
+    ``cur[n]`` is node n's free row plus what the chosen units free there and ``cur_k[n]`` the
+    pods of the shape that fit in it, kept for the nodes touched so far (untouched nodes: the
+    ``_Gain``'s ``avail`` and ``base``).
+    """
 
     def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]]) -> None:
         self.units, self.g, self.avail = units, g, avail
         self.chosen: set[int] = set()
         self.removed: dict[int, list[int]] = {}
+        self.cur: dict[int, list[int]] = {}
+        self.cur_k: dict[int, int] = {}
         self.gained = 0
         self.pdb = self.pods = self.gpus = 0
         self.hours = 0.0
         self.prio = _NEG_INF
         self.tenants: dict[str, int] = {}
 
-    def _k(self, n: int, extra: Sequence[int] | None = None, sign: int = 1) -> int:
-        a = self.avail[n]
-        r = self.removed.get(n)
-        row = list(a) if r is None else [x + y for x, y in zip(a, r)]
-        if extra is not None:
-            row = [x + sign * y for x, y in zip(row, extra)]
-        return self.g.k(row)
+    def _k_now(self, n: int) -> int:
+        k = self.cur_k.get(n)
+        return self.g.base[n] if k is None else k
+
+    def delta_one(self, ui: int) -> int:
+        """``delta_add([ui])``."""
+        avail, k, cur = self.avail, self.g.k, self.cur
+        total = 0
+        for n, use in self.units[ui].use.items():
+            if n in avail:
+                c = cur.get(n)
+                if c is None:
+                    c = avail[n]
+                total += k([x + y for x, y in zip(c, use)]) - self._k_now(n)
+        return total
 
     def delta_add(self, extra: Iterable[int]) -> int:
         """Pods gained if ``extra`` units were added."""
+        avail, units = self.avail, self.units
         add: dict[int, list[int]] = {}
         for ui in extra:
-            for n, use in self.units[ui].use.items():
-                if n in self.avail:
-                    row = add.setdefault(n, [0] * len(self.g.vals))
-                    for j, x in enumerate(use):
-                        row[j] += x
-        return sum(self._k(n, row) - self._k(n) for n, row in add.items())
+            for n, use in units[ui].use.items():
+                if n in avail:
+                    row = add.get(n)
+                    if row is None:
+                        add[n] = list(use)
+                    else:
+                        add[n] = [x + y for x, y in zip(row, use)]
+        k, cur = self.g.k, self.cur
+        total = 0
+        for n, row in add.items():
+            c = cur.get(n)
+            if c is None:
+                c = avail[n]
+            total += k([x + y for x, y in zip(c, row)]) - self._k_now(n)
+        return total
 
     def loss_remove(self, ui: int) -> int:
         """Pods lost if unit ``ui`` (chosen) were put back."""
-        return sum(self._k(n) - self._k(n, use, -1) for n, use in self.units[ui].use.items() if n in self.avail)
+        total = 0
+        for n, use in self.units[ui].use.items():
+            if n in self.avail:
+                c = self.cur.get(n)
+                if c is None:
+                    c = self.avail[n]
+                total += self._k_now(n) - self.g.k([x - y for x, y in zip(c, use)])
+        return total
 
     def cost(self) -> tuple:
         return (self.pdb, self.prio, len(self.tenants), self.pods, self.gpus, round(self.hours, 6))
+
+    def cost_with_one(self, ui: int) -> tuple:
+        """``cost_with([ui])``."""
+        u = self.units[ui]
+        tenants = self.tenants
+        new_t = sum(1 for t in u.tenants if t not in tenants)
+        return (self.pdb + u.pdb, max(self.prio, u.priority), len(tenants) + new_t, self.pods + len(u.pods),
+                self.gpus + u.gpus, round(self.hours + u.hours, 6))
 
     def cost_with(self, extra: Iterable[int]) -> tuple:
         pdb, prio, pods, gpus, hours = self.pdb, self.prio, self.pods, self.gpus, self.hours
@@ -699,6 +1020,15 @@ class _State:
             new_t |= {t for t in u.tenants if t not in self.tenants}
         return (pdb, prio, len(self.tenants) + len(new_t), pods, gpus, round(hours, 6))
 
+    def _move(self, n: int, use: Sequence[int], sign: int) -> None:
+        r = self.removed.get(n)
+        self.removed[n] = [sign * x for x in use] if r is None else [x + sign * y for x, y in zip(r, use)]
+        c = self.cur.get(n)
+        if c is None:
+            c = self.avail[n]
+        c = self.cur[n] = [x + sign * y for x, y in zip(c, use)]
+        self.cur_k[n] = self.g.k(c)
+
     def add(self, extra: Iterable[int]) -> set[int]:
         extra = list(extra)
         self.gained += self.delta_add(extra)
@@ -709,9 +1039,7 @@ class _State:
             for n, use in u.use.items():
                 if n in self.avail:
                     touched.add(n)
-                    row = self.removed.setdefault(n, [0] * len(self.g.vals))
-                    for j, x in enumerate(use):
-                        row[j] += x
+                    self._move(n, use, 1)
             self.pdb += u.pdb
             self.prio = max(self.prio, u.priority)
             self.pods += len(u.pods)
@@ -721,28 +1049,42 @@ class _State:
                 self.tenants[t] = self.tenants.get(t, 0) + 1
         return touched
 
+    def drop(self, ui: int, loss: int) -> None:
+        """Put chosen unit ``ui`` back (``loss``: its ``loss_remove``); the cost parts are left
+        as they are (``_local_search`` recomputes the cost of what remains)."""
+        for n, use in self.units[ui].use.items():
+            if n in self.removed:
+                self._move(n, use, -1)
+        self.gained -= loss
+        self.chosen.discard(ui)
+
 
 def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_swaps: int,
-                  max_cands: int = 2000, max_chosen: int = 64) -> set[int]:
+                  max_cands: int = 2000, max_chosen: int = 64, unit_cost=None) -> set[int]:
     """Drop units that are not needed; then "add one candidate, drop what became redundant"
     (covers 1-for-1 and k-for-1 swaps) while the cost falls; at most ``max_swaps`` moves, and
-    only while at most ``max_chosen`` units are chosen (the drop phase always runs)."""
+    only while at most ``max_chosen`` units are chosen (the drop phase always runs).
+    ``cand_list``: the candidates (sets of unit indices), or a function returning them (called
+    only when the swap phase runs). ``unit_cost``: ``set_cost(units, [ui])`` by unit index, when
+    the caller has it."""
+    if unit_cost is None:
+        def unit_cost(u: int) -> tuple:
+            return set_cost(units, [u])
+
     def drop(sel: set[int], keep: frozenset[int] = frozenset()) -> set[int]:
         st = _State(units, g, g.avail)
         st.add(sel)
-        for ui in sorted(sel - keep, key=lambda u: set_cost(units, [u]), reverse=True):
+        for ui in sorted(sel - keep, key=unit_cost, reverse=True):
             loss = st.loss_remove(ui)
             if st.gained - loss >= need:
-                for n, use in units[ui].use.items():
-                    if n in st.removed:
-                        st.removed[n] = [x - y for x, y in zip(st.removed[n], use)]
-                st.gained -= loss
-                st.chosen.discard(ui)
+                st.drop(ui, loss)
         return set(st.chosen)
 
     chosen = drop(chosen)
     if len(chosen) > max_chosen:
         return chosen
+    if callable(cand_list):
+        cand_list = cand_list()
     cost = set_cost(units, chosen)
     moves = 0
     improved = True
@@ -784,9 +1126,10 @@ def _victims_of(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Sequence[i
 
 
 def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=None, pdb=None,
-                   base: np.ndarray | None = None, extra_mask: np.ndarray | None = None):
+                   base: np.ndarray | None = None, extra_mask: np.ndarray | None = None, memo: dict | None = None):
     """Victims for the main pod set on ``base`` (free resources, default ``snap.free``; repaired
     rows when a repair comes first) over the now-eligible nodes (plus ``extra_mask``).
+    ``memo``: shared by the calls of one ``compute_fixes`` (see ``victim_units``).
 
     Returns (units, chosen, freed node indices, avail matrix after eviction) or None.
     """
@@ -804,7 +1147,7 @@ def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=Non
     cand = np.flatnonzero(mask & (full > k_base))
     if len(cand) == 0:
         return None
-    units = victim_units(snap, gang, sh, cand.tolist(), now, max_priority=max_priority, options=options, pdb=pdb)
+    units = victim_units(snap, gang, sh, cand.tolist(), now, max_priority=max_priority, options=options, pdb=pdb, memo=memo)
     if not units:
         return None
     cols = sh.cols
@@ -896,13 +1239,13 @@ def _cmd_evict(v: Victim) -> str:
 
 
 def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: str, max_priority=None,
-                    repaired: list[str] | None = None, extra_mask: np.ndarray | None = None) -> Fix | None:
+                    repaired: list[str] | None = None, extra_mask: np.ndarray | None = None, memo: dict | None = None) -> Fix | None:
     base = None
     if repaired:
         base = snap.free.copy()
         rows = np.flatnonzero(extra_mask)
         base[rows] = snap.ever_alloc[rows] - snap.used[rows]
-    res = _consolidation(snap, gang, view, now, options, max_priority=max_priority, base=base, extra_mask=extra_mask)
+    res = _consolidation(snap, gang, view, now, options, max_priority=max_priority, base=base, extra_mask=extra_mask, memo=memo)
     if res is None:
         return None
     units, chosen, freed, after = res
@@ -949,7 +1292,9 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
         displaced_pods=len(victims),
         displaced_gpus=sum(v.gpus for v in victims),
         tenants=tenants,
-        pdb_violations=sum(units[i].pdb for i in chosen),
+        # Exact over the whole eviction: two units may each fit a budget that both together exceed.
+        pdb_violations=pdb_violations(snap, [p for i in chosen for p in units[i].pods]) if snap.disruption_budgets
+        else sum(units[i].pdb for i in chosen),
         max_victim_priority=max(v.priority for v in victims) if victims else None,
         gpu_hours_lost=sum(v.gpu_hours for v in victims),
         frees_nodes=len(freed) + (len(repaired) if repaired else 0),
@@ -1120,18 +1465,19 @@ def compute_fixes(
         like = next((snap.nodes[int(i)].name for i in np.flatnonzero(view.ever_masks[main] & (pods_per_node(snap.ever_alloc, sh, ps.max_per_node) > 0))[:1]), None)
         fixes.append(Fix("add-nodes", f"add {add} node(s)" + (f" like {like}" if like else "") + f" ({per_node} pod(s) each)",
                          frees_nodes=add, sufficient=True))
-        # displacement
-        cons = _displacing_fix(snap, gang, view, now, options, action_hint="any")
+        # displacement: the victim units of a node and each unit are worked out once for all three
+        memo: dict = {}
+        cons = _displacing_fix(snap, gang, view, now, options, action_hint="any", memo=memo)
         if cons is not None:
             fixes.append(cons)
         if view.priority:
-            low = _displacing_fix(snap, gang, view, now, options, action_hint="lower-priority", max_priority=view.priority)
+            low = _displacing_fix(snap, gang, view, now, options, action_hint="lower-priority", max_priority=view.priority, memo=memo)
             if low is not None and (cons is None or {(v.namespace, v.name) for v in low.victims} != {(v.namespace, v.name) for v in cons.victims}):
                 low.action = "preempt" if low.action == "move" else low.action
                 fixes.append(low)
         if rep is not None and not rep.sufficient:
             combo = _displacing_fix(snap, gang, view, now, options, action_hint="any",
-                                    repaired=repaired_names, extra_mask=repaired_mask)
+                                    repaired=repaired_names, extra_mask=repaired_mask, memo=memo)
             if combo is not None:
                 fixes.append(combo)
     return rank_fixes(fixes)

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 __all__ = [
     "Resources",
     "KueueWorkload",
+    "LabelSelector",
+    "DisruptionBudget",
     "Taint",
     "Toleration",
     "NodeSelectorRequirement",
@@ -231,6 +233,7 @@ class BoundPod:
     deadline_s: float | None = None
     host_ports: tuple[HostPort, ...] = ()
     runtime_limit_s: float | None = None
+    labels: Mapping[str, str] = _empty()
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,3 +511,51 @@ class VolcanoState:
 
     queues: Mapping[str, VolcanoQueue] = _empty()
     pod_groups: Mapping[tuple[str, str], PodGroupState] = _empty()
+
+
+# ---------------------------------------------------------------- PodDisruptionBudgets
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector: ``match_labels`` pairs and ``expressions`` (key, operator, values)
+    with operators In, NotIn, Exists, DoesNotExist. An empty selector matches every label set."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when ``labels`` satisfy every requirement (Kubernetes' selector semantics)."""
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        for k, op, values in self.expressions:
+            has = k in labels
+            if op == "In" and not (has and labels[k] in values):
+                return False
+            if op == "NotIn" and has and labels[k] in values:
+                return False
+            if op == "Exists" and not has:
+                return False
+            if op == "DoesNotExist" and has:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget (policy/v1).
+
+    ``selector`` None selects no pod (a null selector); an empty ``LabelSelector`` selects every
+    pod of ``namespace`` (policy/v1). ``min_available`` / ``max_unavailable``: an int (pods) or a
+    percentage string ("50%"), None when unset. ``disruptions_allowed``: status.disruptionsAllowed
+    as the disruption controller computed it, None when the object carries no status (then
+    ``engine.fixes.disruptions_allowed`` derives it from the spec and the pods it selects).
+    """
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int | None = None

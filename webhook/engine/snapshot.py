@@ -19,6 +19,7 @@ import numpy as np
 from .model import (
     EMPTY,
     BoundPod,
+    DisruptionBudget,
     KueueState,
     Node,
     Resources,
@@ -133,9 +134,12 @@ class ClusterSnapshot:
         node_used: Mapping[str, Resources] | None = None,
         extra_resources: Iterable[str] = (),
         as_of: float | None = None,
+        disruption_budgets: Iterable[DisruptionBudget] = (),
     ) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.pods: tuple[BoundPod, ...] = tuple(pods)
+        #: PodDisruptionBudgets (policy/v1); the fixes count the ones an eviction would violate.
+        self.disruption_budgets: tuple[DisruptionBudget, ...] = tuple(disruption_budgets)
         self.kueue = kueue or KueueState()
         self.volcano = volcano or VolcanoState()
         self.priority_classes = MappingProxyType(dict(priority_classes or {}))
@@ -201,11 +205,21 @@ class ClusterSnapshot:
                     if r in col:
                         urow[col[r]] = v
             else:
-                urow = used[i]
-                for p in by_node.get(n.name, ()):
-                    for r, v in p.requests.items():
-                        urow[col[r]] += v
-                    urow[pods_col] += 1
+                here = by_node.get(n.name)
+                if here:
+                    acc = [0] * n_res  # Python ints first: one row assignment instead of an item update per request
+                    for p in here:
+                        for r, v in p.requests.items():
+                            acc[col[r]] += v
+                    acc[pods_col] += len(here)
+                    if max(acc) < 2**63 and min(acc) >= 0:
+                        used[i] = acc
+                    else:  # past int64 (nonsense amounts): numpy's own arithmetic, as it always was
+                        urow = used[i]
+                        for p in here:
+                            for r, v in p.requests.items():
+                                urow[col[r]] += v
+                            urow[pods_col] += 1
         self.alloc, self.cap, self.used = alloc, cap, used
         #: Nodes that report neither capacity nor allocatable yet (a kubelet that has not posted
         #: status): what they hold is unknown, so no bound may count them as empty.

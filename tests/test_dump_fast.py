@@ -1,0 +1,402 @@
+"""The fast JSON dump reader (webhook.dump, msgspec projections) and the memoised pod reader
+(webhook.adapters.cluster._PodReader) give exactly what the general reader and pod_from_k8s
+give: the same snapshot, the same objects, the same errors."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from webhook.adapters.cluster import _PodReader, build_snapshot, pod_from_k8s
+from webhook.adapters.errors import AdapterError
+from webhook.demo import DEMO_NOW, demo_objects
+from webhook.diagnose import find_gang
+from webhook.dump import DumpError, LazyObject, load_cluster, load_cluster_and_objects, load_objects
+from webhook.engine.snapshot import ClusterSnapshot
+import webhook.dump as dump_module
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def state(snap: ClusterSnapshot) -> dict:
+    """Everything a snapshot holds, comparable with ==."""
+    return {
+        "nodes": snap.nodes,
+        "pods": snap.pods,
+        "resources": snap.resources,
+        "alloc": snap.alloc.tolist(),
+        "cap": snap.cap.tolist(),
+        "used": snap.used.tolist(),
+        "ever": snap.ever_alloc.tolist(),
+        "kueue": snap.kueue,
+        "volcano": snap.volcano,
+        "priority_classes": dict(snap.priority_classes),
+        "skipped": dict(snap.skipped),
+        "source": snap.source,
+        "classes": snap.classes,
+        "node_class": snap.node_class.tolist(),
+    }
+
+
+@pytest.fixture
+def general_only(monkeypatch):
+    """Make load_cluster use the general reader for every file."""
+
+    def refuse(*_a, **_k):
+        raise dump_module._General
+
+    def use():
+        monkeypatch.setattr(dump_module, "_read_json_fast", refuse)
+
+    return use
+
+
+def both(path, general_only) -> tuple[ClusterSnapshot, ClusterSnapshot]:
+    """(load_cluster through the fast reader, through the general one); every .json file of
+    ``path`` that is one JSON value must have been taken by the fast reader."""
+    files = [path] if str(path).endswith(".json") else sorted(str(p) for p in Path(path).rglob("*.json"))
+    for f in files:
+        text = Path(f).read_text()
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            continue  # several concatenated values: the general reader's
+        dump_module._read_json_fast(Path(f), False)  # raises _General if it would fall back
+    fast = load_cluster(path)
+    general_only()
+    return fast, load_cluster(path)
+
+
+def error_of(fn, *args):
+    with pytest.raises((DumpError, AdapterError)) as e:
+        fn(*args)
+    return type(e.value), str(e.value)
+
+
+def pod(name: str, node: str = "n1", ns: str | None = "team-a", **extra) -> dict:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "labels": {"app": "x"}, "ownerReferences": [
+                         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u", "controller": True}]},
+        "spec": {"nodeName": node, "schedulerName": "default-scheduler",
+                 "containers": [{"name": "c", "image": "img:1", "env": [{"name": "A", "value": "b"}],
+                                 "resources": {"requests": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "4"},
+                                               "limits": {"nvidia.com/gpu": "4"}}}],
+                 "tolerations": [{"operator": "Exists"}]},
+        "status": {"phase": "Running", "startTime": "2026-01-12T09:00:00Z", "podIP": "10.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    if ns is not None:
+        obj["metadata"]["namespace"] = ns
+    for path, value in extra.items():
+        cur = obj
+        keys = path.split("__")
+        for k in keys[:-1]:
+            cur = cur.setdefault(k, {})
+        if value is _DELETE:
+            cur.pop(keys[-1], None)
+        else:
+            cur[keys[-1]] = value
+    return obj
+
+
+_DELETE = object()
+
+
+def node(name: str, gpu: str = "8", **extra) -> dict:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.count": "8"},
+                     "annotations": {"a": "b"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}], "providerID": "x"},
+        "status": {"capacity": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"},
+                   "allocatable": {"cpu": "95", "memory": "1000Gi", "nvidia.com/gpu": gpu, "pods": "110"},
+                   "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
+                   "nodeInfo": {"kubeletVersion": "v1.31"}},
+    }
+    for path, value in extra.items():
+        cur = obj
+        keys = path.split("__")
+        for k in keys[:-1]:
+            cur = cur.setdefault(k, {})
+        if value is _DELETE:
+            cur.pop(keys[-1], None)
+        else:
+            cur[keys[-1]] = value
+    return obj
+
+
+def odd_items() -> list[dict]:
+    """A small cluster with the odd inputs a real dump can hold."""
+    return [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+        node("n1"),
+        node("n2", gpu="7", spec__unschedulable=True),
+        node("n3", status=_DELETE),                                        # no status at all
+        node("n4", status__allocatable=_DELETE),                           # allocatable defaults to capacity
+        pod("a"),
+        pod("b", status=_DELETE),                                          # a pod with no status
+        pod("c", ns=None),                                                 # no namespace → default
+        pod("d", node="", status__phase="Pending"),                        # unbound
+        pod("e", status__phase="Succeeded"),                               # terminal: skipped
+        pod("f", status__phase="Failed"),
+        pod("g", spec__priorityClassName="high", metadata__labels={"kueue.x-k8s.io/queue-name": "lq",
+                                                                   "kueue.x-k8s.io/max-exec-time-seconds": "3600"}),
+        pod("h", spec__priority=7, spec__activeDeadlineSeconds=600,
+            metadata__annotations={"gangcheck.io/expected-runtime-seconds": "120", "scheduling.k8s.io/group-name": "pg"}),
+        pod("i", spec__initContainers=[{"name": "side", "restartPolicy": "Always",
+                                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                                       {"name": "init", "resources": {"requests": {"cpu": "8"}}}],
+            spec__overhead={"cpu": "100m"}),
+        pod("j", spec__containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
+                                    "resources": {"requests": {"cpu": "1"}}}]),
+        pod("k", spec__containers=[{"name": "c", "resources": {"requests": {"cpu": 2, "memory": "1Gi"}}}]),  # a number
+        pod("l", metadata__labels={"flag": True}),                          # a label that is not a string
+        pod("m", spec__resources={"requests": {"cpu": "4", "memory": "2Gi"}}),   # pod-level requests
+        pod("n", metadata__ownerReferences=[{"kind": "ReplicaSet", "name": "rs-1"}]),
+        pod("a", node="n2"),                                                # duplicate: the later one wins
+        pod("spec-less", spec=_DELETE, status=_DELETE),
+        pod("é-unicode", metadata__annotations={"note": "naïve – “quoted” 日本"}),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "x"}, "spec": {"ports": [1]}},
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
+        {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "not-core"}},   # a Pod of another group: skipped
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "team-a"},
+         "spec": {"clusterQueue": "cq"}},
+    ]
+
+
+def write(tmp_path, name: str, doc) -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    return str(p)
+
+
+# ---------------------------------------------------------------- same snapshot
+
+
+def test_demo_cluster_as_a_json_dump_reads_the_same_both_ways(tmp_path, general_only):
+    path = write(tmp_path, "demo.json", {"apiVersion": "v1", "kind": "List", "items": demo_objects()})
+    fast, general = both(path, general_only)
+    assert state(fast) == state(general)
+    ref = build_snapshot(demo_objects(), source=path)
+    assert state(fast) == state(ref)
+    assert len(fast.nodes) == 383 and len(fast.pods) == len(ref.pods) == 364
+
+
+def test_odd_items_read_the_same_both_ways(tmp_path, general_only):
+    path = write(tmp_path, "odd.json", {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": odd_items()})
+    fast, general = both(path, general_only)
+    assert state(fast) == state(general)
+    pods = {p.name: p for p in fast.pods}
+    assert "e" not in pods and "f" not in pods and fast.skipped["Pod (Succeeded/Failed)"] == 2
+    assert pods["a"].node_name == "n2"                               # the duplicate replaced the first
+    assert pods["b"].phase == "Pending" and pods["b"].start_time is None
+    assert pods["c"].namespace == "default"
+    assert pods["g"].priority == 1000 and pods["g"].queue == "lq" and pods["g"].runtime_limit_s == 3600.0
+    assert pods["h"].priority == 7 and pods["h"].runtime_limit_s == 120.0 and pods["h"].gang == "PodGroup/team-a/pg"
+    # max(2 + 0.5 sidecar, 0.5 sidecar + 8 init) + 0.1 overhead cores; 8Gi + 1Gi sidecar
+    assert dict(pods["i"].requests) == {"cpu": 8600, "memory": 9 * 1024**3, "nvidia.com/gpu": 4}
+    assert pods["j"].host_ports[0].port == 8080
+    assert dict(pods["k"].requests) == {"cpu": 2000, "memory": 1024**3}
+    assert dict(pods["l"].labels) == {"flag": "True"}
+    assert dict(pods["m"].requests)["cpu"] == 4000
+    assert pods["n"].owner_kind == "ReplicaSet" and pods["n"].gang == ""
+    assert dict(pods["spec-less"].requests) == {}
+    assert dict(fast.skipped) == {"Pod (Succeeded/Failed)": 2, "Service": 1, "Widget": 1, "Pod": 1}
+    assert fast.node_free("n2")["nvidia.com/gpu"] == 7 - 4           # pod "a" moved to n2
+    assert [n.name for n in fast.nodes] == ["n1", "n2", "n3", "n4"]
+
+
+def test_typed_list_single_object_and_several_files(tmp_path, general_only):
+    items = odd_items()
+    nodes = [copy.deepcopy(o) for o in items if o["kind"] == "Node"]
+    for n in nodes:
+        del n["kind"], n["apiVersion"]                                  # a raw API list: items untyped
+    pods_ = [copy.deepcopy(o) for o in items if o["kind"] == "Pod" and o["apiVersion"] == "v1"]
+    for p in pods_[:3]:
+        del p["kind"]                                                   # untyped, apiVersion kept
+    d = tmp_path / "dump"
+    d.mkdir()
+    write(d, "a-nodes.json", {"apiVersion": "v1", "kind": "NodeList", "items": nodes})
+    write(d, "b-pods.json", {"apiVersion": "v1", "kind": "PodList", "items": pods_})
+    write(d, "c-pod.json", pod("single", node="n3"))                    # one object, not a list
+    (d / "d-two.json").write_text(json.dumps(pod("cat1")) + "\n" + json.dumps(pod("cat2")))   # concatenated values
+    (d / "e-pc.yaml").write_text("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n")
+    write(d, "f-empty-list.json", {"apiVersion": "v1", "kind": "List", "items": None})
+    fast, general = both(str(d), general_only)
+    assert state(fast) == state(general)
+    assert {"single", "cat1", "cat2", "a"} <= {p.name for p in fast.pods}
+    assert len(fast.nodes) == 4 and fast.priority_classes == {"high": 1000}
+
+
+def test_objects_for_lookups_equal_load_objects(tmp_path):
+    path = write(tmp_path, "odd.json", {"apiVersion": "v1", "kind": "List", "items": odd_items()})
+    snap, objs = load_cluster_and_objects(path)
+    full = load_objects(path)
+    assert len(objs) == len(full)
+    lazy = [o for o in objs if isinstance(o, LazyObject)]
+    assert len(lazy) == sum(1 for o in full if o["kind"] in ("Pod", "Node"))
+    assert all(o._full is None for o in lazy)                           # nothing decoded yet
+    assert [(o["kind"], o["apiVersion"]) for o in objs] == [(o["kind"], o["apiVersion"]) for o in full]
+    assert all(o._full is None for o in lazy)                           # kind and apiVersion need no decoding
+    assert [o.ref for o in lazy] == [((o["metadata"].get("namespace") or "default"), o["metadata"]["name"])
+                                      for o in full if o["kind"] in ("Pod", "Node")]
+    assert objs == full and [dict(o) for o in objs] == full
+    assert state(snap) == state(load_cluster(path))
+
+
+def test_untyped_item_lazy_object_takes_the_list_kind(tmp_path):
+    n = node("n1")
+    del n["kind"], n["apiVersion"]
+    path = write(tmp_path, "nodes.json", {"apiVersion": "v1", "kind": "NodeList", "items": [n]})
+    _, objs = load_cluster_and_objects(path)
+    assert isinstance(objs[0], LazyObject) and dict(objs[0]) == load_objects(path)[0]
+    assert objs[0]["kind"] == "Node" and objs[0]["apiVersion"] == "v1" and objs[0]["status"]["capacity"]["cpu"] == "96"
+
+
+def test_find_gang_from_lazily_read_pods_matches_full_objects(tmp_path):
+    items = [node("n1"), node("n2")] + [pod(f"train-{i}", node=f"n{1 + i % 2}") for i in range(4)]
+    path = write(tmp_path, "dump.json", {"apiVersion": "v1", "kind": "List", "items": items})
+    snap, objs = load_cluster_and_objects(path)
+    full = load_objects(path)
+    g1, how1 = find_gang("job/train", "team-a", snap, objs)
+    g2, how2 = find_gang("job/train", "team-a", snap, full)
+    assert (g1, how1) == (g2, how2) and g1.pods == 4
+    assert g1.pod_sets[0].tolerations                                   # restored from the raw pod spec
+    # A Pod named directly is looked up among the objects (here: not a pod group, so not found).
+    assert outcome(find_gang, "pod/train-1", "team-a", snap, objs) == outcome(find_gang, "pod/train-1", "team-a", snap, full)
+    assert outcome(find_gang, "pod/train-1", "team-a", snap, objs)[0] == "TargetNotFound"
+
+
+def outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except Exception as exc:  # noqa: BLE001 - comparing what both paths do
+        return type(exc).__name__, str(exc)
+
+
+# ---------------------------------------------------------------- same errors
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [pod("a")],                                                       # a JSON array
+        {"apiVersion": "v1", "kind": "List", "items": [pod("a"), 5]},     # an item that is not an object
+        {"apiVersion": "v1", "kind": "List", "items": [{"metadata": {"name": "x"}}]},   # no kind in an untyped List
+        {"apiVersion": "v1", "kind": "List", "items": {"a": 1}},          # items not a list
+        {"kind": "List", "items": []},                                    # no apiVersion
+        "just a string",
+    ],
+)
+def test_bad_documents_give_the_same_dump_error(tmp_path, general_only, doc):
+    path = write(tmp_path, "bad.json", doc)
+    fast = error_of(load_cluster, path)
+    general_only()
+    assert error_of(load_cluster, path) == fast
+    assert fast[0] is DumpError and fast[1].startswith(f"{path}: document 1")
+
+
+@pytest.mark.parametrize(
+    "item,detail",
+    [
+        (pod("x", metadata__name=5), "metadata.name"),
+        (pod("x", spec__containers={"c": 1}), "spec.containers"),
+        (pod("x", spec__containers=[{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]), "spec.containers[0].resources.requests.cpu"),
+        (pod("x", status__startTime="yesterday"), "status.startTime"),
+        (pod("x", spec__priority="high"), "spec.priority"),
+        (pod("x", metadata__ownerReferences={"kind": "Job"}), "metadata.ownerReferences"),
+        (node("x", status__capacity={"cpu": "many"}), "status.capacity.cpu"),
+    ],
+)
+def test_bad_objects_give_the_same_adapter_error(tmp_path, general_only, item, detail):
+    path = write(tmp_path, "bad.json", {"apiVersion": "v1", "kind": "List", "items": [node("n0"), item]})
+    fast = error_of(load_cluster, path)
+    general_only()
+    assert error_of(load_cluster, path) == fast
+    assert fast[0] is AdapterError and fast[1].startswith(f"{path}: document 1, item 2: ") and detail in fast[1]
+
+
+def test_syntax_error_and_invalid_utf8_give_the_same_errors(tmp_path, general_only):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"apiVersion": "v1", "kind": "List", "items": [\n  {"kind": }\n]}')
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod("a")]}).replace("team-a", "t\udce9").encode("utf-8", "surrogateescape"))
+    fast = [error_of(load_cluster, str(bad)), error_of(load_cluster, str(latin))]
+    general_only()
+    assert [error_of(load_cluster, str(bad)), error_of(load_cluster, str(latin))] == fast
+    assert "line 2" in fast[0][1] and "not UTF-8" in fast[1][1]
+
+
+def test_error_in_a_later_file_names_that_file(tmp_path, general_only):
+    d = tmp_path / "dump"
+    d.mkdir()
+    write(d, "a.json", {"apiVersion": "v1", "kind": "List", "items": [node("n1"), pod("p")]})
+    (d / "b.yaml").write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n2}\n---\napiVersion: v1\nkind: Node\nmetadata: {}\n")
+    fast = error_of(load_cluster, str(d))
+    general_only()
+    assert error_of(load_cluster, str(d)) == fast
+    assert fast[1].startswith(f"{d / 'b.yaml'}: document 2: Node <unnamed>: metadata.name")
+
+
+def test_load_restores_the_collector_state(tmp_path):
+    path = write(tmp_path, "odd.json", {"apiVersion": "v1", "kind": "List", "items": odd_items()})
+    assert gc.isenabled()
+    load_cluster(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_cluster(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+# ---------------------------------------------------------------- the memoised pod reader
+
+
+def test_pod_reader_equals_pod_from_k8s_field_by_field():
+    pcs = {"high": 1000}
+    objs = [o for o in odd_items() if o["kind"] == "Pod"] + [o for o in demo_objects() if o["kind"] == "Pod"][:400]
+    objs += [pod("bool-port", spec__containers=[{"name": "c", "ports": [{"hostPort": True}]}]),
+             pod("str-prio", spec__priority="5"), pod("none-labels", metadata__labels=None),
+             pod("dt", status__startTime=""), pod("ports-str", spec__containers=[{"name": "c", "ports": [{"hostPort": "81"}]}])]
+    read = _PodReader(pcs, 5)
+    for o in objs:
+        try:
+            want = pod_from_k8s(o, pcs, 5)
+        except AdapterError as exc:
+            with pytest.raises(AdapterError) as got:
+                read(o)
+            assert str(got.value) == str(exc)
+            continue
+        got = read(o)
+        assert got == want and {f: getattr(got, f) for f in want.__dataclass_fields__} == {f: getattr(want, f) for f in want.__dataclass_fields__}
+    assert len(read._shapes) < len(objs)                                 # shapes were shared
+
+
+def test_pod_reader_never_confuses_equal_looking_quantities():
+    # 1, 1.0 and True hash alike: only string quantities are memoised.
+    read = _PodReader()
+    a = read(pod("a", spec__containers=[{"name": "c", "resources": {"requests": {"cpu": "1"}}}]))
+    b = read(pod("b", spec__containers=[{"name": "c", "resources": {"requests": {"cpu": 1}}}]))
+    assert dict(a.requests) == dict(b.requests) == {"cpu": 1000}
+    with pytest.raises(AdapterError, match="cpu"):
+        read(pod("c", spec__containers=[{"name": "c", "resources": {"requests": {"cpu": True}}}]))
+    assert dict(read(pod("d", metadata__labels={"x": 1})).labels) == {"x": "1"}
+    assert dict(read(pod("e", metadata__labels={"x": True})).labels) == {"x": "True"}
+
+
+def test_snapshot_matrices_from_demo_dump_are_int64_and_match(tmp_path):
+    path = write(tmp_path, "demo.json", {"apiVersion": "v1", "kind": "List", "items": demo_objects(DEMO_NOW)})
+    snap = load_cluster(path)
+    assert snap.used.dtype == np.int64 and int(snap.used[:, snap.col["nvidia.com/gpu"]].sum()) > 0
