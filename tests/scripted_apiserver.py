@@ -83,6 +83,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("", "v1", "pods", "Pod", True),
         Resource("", "v1", "configmaps", "ConfigMap", True),
         Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+        Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
         Resource("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", False),
         Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False),
         Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", True),

@@ -265,13 +265,55 @@ def test_410_gone_relists_and_state_is_correct_afterwards(server, make_cache):
 # ---------------------------------------------------------------- optional CRDs and versions
 
 
+def test_kueue_workloads_listed_and_watched(server, make_cache):
+    """Kueue's Workloads are the only record of suspended gangs: listed, watched, and their
+    admission state followed."""
+    from test_workloads import workload
+
+    server.not_installed = {"scheduling.volcano.sh", "scheduling.x-k8s.io"}
+    server.load([make_node("n1"), make_cluster_queue("cq", 64), workload("job-a", pods=2, gpus=8, created=0)])
+    cache = make_cache().start()
+    assert cache.wait_ready(WAIT)
+    wl = cache.snapshot().kueue.workloads[("team-a", "job-a")]
+    assert (wl.state, wl.pods, dict(wl.requests)["nvidia.com/gpu"]) == ("Pending", 2, 16)
+    server.upsert(workload("job-a", pods=2, gpus=8, created=0, state="Admitted"))
+    wait_for(lambda: cache.snapshot().kueue.workloads[("team-a", "job-a")].state == "Admitted", what="admitted")
+    assert cache.snapshot().kueue.workloads[("team-a", "job-a")].cluster_queue == "cq"
+    server.delete(workload("job-a"))
+    wait_for(lambda: len(cache.snapshot().kueue.workloads) == 0, what="deleted")
+    assert informer(cache, "kueue.workloads")["events"] == 2
+
+
+def test_pod_disruption_budgets_and_pod_labels_are_cached(server, make_cache):
+    """PodDisruptionBudgets are listed and watched, and pods keep their labels, so diagnose's
+    fixes can count the budgets an eviction would violate on the live cluster too."""
+    from test_disruption import pdb_obj
+
+    from webhook.engine.fixes import pdb_violations
+
+    server.not_installed = set(ALL_CRD_GROUPS)
+    web = make_pod("web-0", node="n1")
+    web["metadata"]["labels"]["app"] = "web"
+    server.load([make_node("n1"), web, pdb_obj(ns="team-a", allowed=0)])
+    cache = make_cache().start()
+    assert cache.wait_ready(WAIT)
+    snap = cache.snapshot()
+    assert [b.name for b in snap.disruption_budgets] == ["web"]
+    assert snap.pods[0].labels["app"] == "web"
+    assert pdb_violations(snap, snap.pods) == 1
+    server.upsert(pdb_obj(ns="team-a", allowed=1))
+    wait_for(lambda: cache.snapshot().disruption_budgets[0].disruptions_allowed == 1, what="budget update")
+    assert pdb_violations(cache.snapshot(), cache.snapshot().pods) == 0
+
+
 def test_kueue_and_volcano_not_installed_are_empty_synced_and_reported(server, make_cache):
     server.not_installed = set(ALL_CRD_GROUPS)
     server.load([make_node("n1")])
     cache = make_cache().start()
     assert cache.wait_ready(WAIT)
     st = cache.status()
-    for name in ("kueue.clusterqueues", "kueue.localqueues", "kueue.resourceflavors", "kueue.cohorts", "volcano.queues", "volcano.podgroups", "coscheduling.podgroups"):
+    for name in ("kueue.clusterqueues", "kueue.localqueues", "kueue.resourceflavors", "kueue.cohorts", "kueue.workloads",
+                 "volcano.queues", "volcano.podgroups", "coscheduling.podgroups"):
         assert st["informers"][name]["installed"] is False, name
         assert st["informers"][name]["synced"] is True
         assert st["informers"][name]["objects"] == 0

@@ -18,7 +18,8 @@ One informer (one thread) per resource, each mirroring client-go's reflector:
 The store holds only the engine's projection of each object (``webhook.adapters.cluster``
 converters: ``Node``, ``BoundPod``, ``ClusterQueue``…), never the decoded dict: JSON bytes are
 decoded with msgspec, Pods and Nodes straight into a trimmed ``TypedDict`` projection holding
-only the fields the converters read. Pods are filtered server-side to non-terminal phases
+only the fields the converters read (``webhook.adapters.projection``, shared with the dump
+reader). Pods are filtered server-side to non-terminal phases
 (``status.phase!=Succeeded,status.phase!=Failed``); a pod that becomes terminal arrives as
 DELETED, as the API server's watch cache translates it. Per-node Σ requests are maintained on
 every pod event (bind, delete, rebind, request change), so a snapshot does not re-sum pods.
@@ -59,7 +60,12 @@ from .adapters.cluster import (
     resource_flavor_from_k8s,
     volcano_queue_from_k8s,
 )
+from .adapters.disruption import disruption_budget_from_k8s
 from .adapters.errors import AdapterError
+from .adapters.projection import GENERIC as _GENERIC
+from .adapters.projection import decode_list as _decode_list
+from .adapters.projection import decode_object as _decode_object
+from .adapters.workload import workload_from_k8s
 from .engine.model import KueueState, VolcanoState, frozen_map
 from .engine.snapshot import ClusterSnapshot
 from .engine.wait import RuntimeHistory
@@ -129,6 +135,8 @@ DEFAULT_RESOURCES: tuple[ResourceSpec, ...] = (
     ResourceSpec("kueue.clusterqueues", "ClusterQueue", "kueue.x-k8s.io", ("v1beta1", "v1beta2"), "clusterqueues", optional=True),
     ResourceSpec("kueue.localqueues", "LocalQueue", "kueue.x-k8s.io", ("v1beta1", "v1beta2"), "localqueues", optional=True),
     ResourceSpec("kueue.cohorts", "Cohort", "kueue.x-k8s.io", ("v1beta1", "v1beta2", "v1alpha1"), "cohorts", optional=True),
+    ResourceSpec("kueue.workloads", "Workload", "kueue.x-k8s.io", ("v1beta1", "v1beta2"), "workloads", optional=True),
+    ResourceSpec("poddisruptionbudgets", "PodDisruptionBudget", "policy", ("v1",), "poddisruptionbudgets"),
     ResourceSpec("volcano.queues", "Queue", "scheduling.volcano.sh", ("v1beta1",), "queues", optional=True),
     ResourceSpec("volcano.podgroups", "VolcanoPodGroup", "scheduling.volcano.sh", ("v1beta1",), "podgroups", optional=True),
     ResourceSpec("coscheduling.podgroups", "CoschedPodGroup", "scheduling.x-k8s.io", ("v1alpha1",), "podgroups", optional=True),
@@ -136,79 +144,9 @@ DEFAULT_RESOURCES: tuple[ResourceSpec, ...] = (
 
 
 # ---------------------------------------------------------------- decoding projections
-# Only the fields the cluster converters read (tests/test_cache.py checks that converting the
-# projection equals converting the full object). Unknown fields are skipped by msgspec.
-
-
-class _OwnerRef(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    name: str
-    controller: Any
-
-
-class _Meta(TypedDict, total=False):
-    name: str
-    namespace: str
-    resourceVersion: str
-    labels: Any
-    annotations: Any
-    ownerReferences: list[_OwnerRef]
-
-
-class _Container(TypedDict, total=False):
-    name: str
-    resources: Any
-    ports: Any
-    restartPolicy: Any
-
-
-class _PodSpec(TypedDict, total=False):
-    containers: list[_Container]
-    initContainers: list[_Container]
-    overhead: Any
-    resources: Any
-    priority: Any
-    priorityClassName: Any
-    nodeName: Any
-    activeDeadlineSeconds: Any
-
-
-class _PodStatus(TypedDict, total=False):
-    phase: Any
-    startTime: Any
-
-
-class _Pod(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: _Meta
-    spec: _PodSpec
-    status: _PodStatus
-
-
-class _Condition(TypedDict, total=False):
-    type: Any
-    status: Any
-
-
-class _NodeSpec(TypedDict, total=False):
-    taints: Any
-    unschedulable: Any
-
-
-class _NodeStatus(TypedDict, total=False):
-    capacity: Any
-    allocatable: Any
-    conditions: list[_Condition]
-
-
-class _Node(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    metadata: _Meta
-    spec: _NodeSpec
-    status: _NodeStatus
+# Pods and Nodes are decoded straight into the trimmed projections of
+# ``webhook.adapters.projection`` (only the fields the cluster converters read; tests/test_cache.py
+# checks that converting the projection equals converting the full object).
 
 
 class _Event(TypedDict, total=False):
@@ -216,33 +154,7 @@ class _Event(TypedDict, total=False):
     object: msgspec.Raw
 
 
-_GENERIC = msgspec.json.Decoder()
 _EVENT = msgspec.json.Decoder(_Event)
-_OBJECT_DECODERS: dict[str, msgspec.json.Decoder] = {"Pod": msgspec.json.Decoder(_Pod), "Node": msgspec.json.Decoder(_Node)}
-_LIST_DECODERS: dict[str, msgspec.json.Decoder] = {
-    "Pod": msgspec.json.Decoder(TypedDict("_PodList", {"metadata": dict, "items": list[_Pod]}, total=False)),  # type: ignore[misc]
-    "Node": msgspec.json.Decoder(TypedDict("_NodeList", {"metadata": dict, "items": list[_Node]}, total=False)),  # type: ignore[misc]
-}
-
-
-def _decode_object(kind: str, raw: bytes | msgspec.Raw) -> dict:
-    dec = _OBJECT_DECODERS.get(kind)
-    if dec is not None:
-        try:
-            return dec.decode(raw)
-        except msgspec.ValidationError:
-            pass  # an odd but valid object: fall back to the generic decoder
-    return _GENERIC.decode(raw)
-
-
-def _decode_list(kind: str, body: bytes) -> dict:
-    dec = _LIST_DECODERS.get(kind)
-    if dec is not None:
-        try:
-            return dec.decode(body)
-        except msgspec.ValidationError:
-            pass
-    return _GENERIC.decode(body)
 
 
 def _obj_key(obj: Mapping) -> Any:
@@ -610,6 +522,12 @@ class _Informer:
         if kind == "Queue":
             v = volcano_queue_from_k8s(obj)
             return v.name, v
+        if kind == "Workload":
+            v = workload_from_k8s(obj)
+            return (v.namespace, v.name), v
+        if kind == "PodDisruptionBudget":
+            v = disruption_budget_from_k8s(obj)
+            return (v.namespace, v.name), v
         if kind in ("VolcanoPodGroup", "CoschedPodGroup"):
             v = pod_group_from_k8s(obj)
             return (v.namespace, v.name), v
@@ -726,6 +644,7 @@ class LiveCache:
         self._pc_values: dict[str, int] = {}
         self._pc_default = 0
         self._req_memo: dict[tuple, Mapping[str, int]] = {}
+        self._label_memo: dict[tuple, Mapping[str, str]] = {}
         self._policy_data: dict | None = None
         self._policy_reported = False
         self._snapshot = ClusterSnapshot((), source=source)
@@ -867,6 +786,14 @@ class LiveCache:
             shared = self._req_memo[key] = req
         setattr_ = object.__setattr__  # BoundPod is frozen; this is its construction step
         setattr_(pod, "requests", shared)
+        if pod.labels:  # equal label sets (a DaemonSet's, a ReplicaSet's pods) share one map
+            lkey = tuple(pod.labels.items())
+            labels = self._label_memo.get(lkey)
+            if labels is None:
+                if len(self._label_memo) > 100_000:
+                    self._label_memo.clear()
+                labels = self._label_memo[lkey] = pod.labels
+            setattr_(pod, "labels", labels)
         intern = sys.intern
         for f in ("namespace", "node_name", "gang", "owner_kind", "owner_name", "queue", "phase"):
             setattr_(pod, f, intern(getattr(pod, f)))
@@ -952,6 +879,8 @@ class LiveCache:
             pods = tuple(v for inf in self._by_kind.get("Pod", ()) for v in inf.store.values())
             used = {k: dict(v) for k, v in self._used.items()}
             flavors, cqs, lqs, cohorts = values("ResourceFlavor"), values("ClusterQueue"), values("LocalQueue"), values("Cohort")
+            workloads = values("Workload")
+            budgets = values("PodDisruptionBudget")
             vqueues = values("Queue")
             pgs = values("CoschedPodGroup")
             pgs.update(values("VolcanoPodGroup"))
@@ -959,11 +888,12 @@ class LiveCache:
         snap = ClusterSnapshot(
             nodes,
             pods,
-            kueue=KueueState(frozen_map(flavors), frozen_map(cqs), frozen_map(lqs), frozen_map(cohorts)),
+            kueue=KueueState(frozen_map(flavors), frozen_map(cqs), frozen_map(lqs), frozen_map(cohorts), frozen_map(workloads)),
             volcano=VolcanoState(frozen_map(vqueues), frozen_map(pgs)),
             priority_classes=pcs,
             source=self.source,
             node_used=used,
+            disruption_budgets=budgets.values(),
         )
         self._snapshot_generation = gen
         return snap
