@@ -129,3 +129,28 @@ def test_cli_diagnose_json_and_errors(capsys):
     assert "not found in namespace llm" in capsys.readouterr().err
     assert main(["diagnose", "job/rec-ranker-large", "-n", "team-rec", "--cluster", "demo"]) == 0
     assert "Running" in capsys.readouterr().out
+
+
+def test_device_plugin_pod_crash_looping_shows_restarts_and_readiness():
+    snap = snapshot([node("A", gpu=8, alloc_gpu=0)],
+                    [pod("nvidia-device-plugin-x1", "A", ns="gpu-operator", restarts=14, ready=False)])
+    rep = diagnose(snap, gang(pod_set("t", 1, gpu=8), kind="Job"), 0.0)
+    step = rep["steps"][3]
+    (entry,) = step["findings"]["nodes"]
+    assert entry["plugin_pods"] == [{"namespace": "gpu-operator", "name": "nvidia-device-plugin-x1", "phase": "Running",
+                                     "restarts": 14, "ready": False}]
+    assert "is Running on A but not ready, 14 restart(s)" in step["meaning"]
+    assert "kubectl -n gpu-operator logs nvidia-device-plugin-x1 --previous" in step["meaning"]
+
+
+def test_pod_health_read_from_a_dump_on_both_reader_paths():
+    from webhook.adapters.cluster import _PodReader, pod_from_k8s, pod_health
+
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nvidia-device-plugin-x1", "namespace": "gpu-operator"},
+           "spec": {"nodeName": "A", "containers": [{"name": "p"}, {"name": "q"}]},
+           "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+                      "containerStatuses": [{"name": "p", "restartCount": 9}, {"name": "q", "restartCount": 3}, "junk"]}}
+    for p in (pod_from_k8s(obj), _PodReader()(obj)):
+        assert (p.restarts, p.ready) == (12, False)
+    assert pod_health({}) == (0, None)
+    assert pod_health({"containerStatuses": "x", "conditions": [{"type": "Ready", "status": "True"}]}) == (0, True)

@@ -326,7 +326,8 @@ def _plugin_pods(snap: ClusterSnapshot) -> tuple[dict[str, list[BoundPod]], list
 def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None = None) -> list[dict]:
     """Nodes whose device plugin looks wrong (FIELD-NOTES §4), one dict per node:
     ``{"node", "problems": [text], "capacity": {r: n}, "allocatable": {r: n}, "allocated": {r: n},
-    "plugin_pods": [{"namespace", "name", "phase"}]}``. Pure; sorted by node name."""
+    "plugin_pods": [{"namespace", "name", "phase", "restarts", "ready"}]}`` (restarts: Σ container
+    restartCount; ready: the Ready condition, None when unknown). Pure; sorted by node name."""
     options = options or EngineOptions()
     gcols = _gpu_cols(snap, options)
     out: dict[int, dict] = {}
@@ -380,7 +381,8 @@ def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None 
     for i in sorted(out, key=lambda i: snap.nodes[i].name):
         e = out[i]
         pods = bound.get(e["node"], [])
-        e["plugin_pods"] = [{"namespace": p.namespace, "name": p.name, "phase": p.phase} for p in pods]
+        e["plugin_pods"] = [{"namespace": p.namespace, "name": p.name, "phase": p.phase, "restarts": p.restarts, "ready": p.ready}
+                            for p in pods]
         if not pods:
             no_plugin.append(e)
         result.append(e)
@@ -388,7 +390,8 @@ def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None 
     if unbound and no_plugin:
         if len(no_plugin) == 1 or len(unbound) == 1:
             for e in no_plugin[:len(unbound)] if len(unbound) > 1 else no_plugin[:1]:
-                e["plugin_pods"] = [{"namespace": p.namespace, "name": p.name, "phase": p.phase, "bound": False} for p in unbound[:1 if len(no_plugin) > 1 else len(unbound)]]
+                e["plugin_pods"] = [{"namespace": p.namespace, "name": p.name, "phase": p.phase, "restarts": p.restarts, "ready": p.ready,
+                                     "bound": False} for p in unbound[:1 if len(no_plugin) > 1 else len(unbound)]]
         else:
             for e in no_plugin:
                 e["unbound_plugin_pods"] = len(unbound)
@@ -421,6 +424,11 @@ def _step_device_plugin(snap: ClusterSnapshot, view: GangView, options: EngineOp
             pod_txt = f"device-plugin pod {p['namespace']}/{p['name']} is {p['phase']} {where} {e['node']}"
             if p["phase"] != "Running":
                 pod_txt += " — get it Running (schedule it with the default scheduler / a system priority class)"
+            elif p.get("restarts") or p.get("ready") is False:
+                health = ", ".join(x for x in ("not ready" if p.get("ready") is False else "",
+                                                f"{p['restarts']} restart(s)" if p.get("restarts") else "") if x)
+                pod_txt += (f" but {health} — the plugin is failing: kubectl -n {p['namespace']} logs {p['name']} --previous; "
+                            f"restarting it re-registers the devices")
             else:
                 pod_txt += f" (restarts/readiness: kubectl -n {p['namespace']} get pod {p['name']}; logs: kubectl -n {p['namespace']} logs {p['name']})"
         elif e.get("unbound_plugin_pods"):
@@ -676,7 +684,10 @@ def _findings_lines(step: dict) -> list[str]:
     elif name == "device-plugin":
         out.append(f"{f['nodes_with_problems']} node(s) with device-plugin signals, {f['eligible_nodes_with_problems']} of them eligible for this gang")
         for e in f.get("nodes", [])[:5]:
-            pods = ", ".join(f"{p['namespace']}/{p['name']} {p['phase']}" + ("" if p.get("bound", True) else " (unbound)") for p in e.get("plugin_pods", [])) or "no plugin pod in the snapshot"
+            pods = ", ".join(f"{p['namespace']}/{p['name']} {p['phase']}" + ("" if p.get("bound", True) else " (unbound)")
+                             + (" not ready" if p.get("ready") is False else "")
+                             + (f" {p['restarts']} restart(s)" if p.get("restarts") else "")
+                             for p in e.get("plugin_pods", [])) or "no plugin pod in the snapshot"
             out.append(f"{e['node']}: {'; '.join(e['problems'])} [plugin: {pods}]")
     elif name == "partial-gangs":
         out.append(f"{f['partial_gangs_total']} partial gang(s); deadlocked pairs: {len(f['deadlocks'])}")

@@ -304,6 +304,29 @@ def _seconds(value: Any) -> float | None:
     return v if v > 0 and v == v and v != float("inf") else None
 
 
+def pod_health(status: Mapping) -> tuple[int, bool | None]:
+    """(Σ restartCount over status.containerStatuses, the Ready condition as a bool or None).
+
+    Lenient: the kubelet writes these fields, and a malformed entry is skipped rather than
+    making the pod unreadable (restarts and readiness only inform diagnose's device-plugin step).
+    """
+    restarts = 0
+    cs = status.get("containerStatuses")
+    if type(cs) is list:
+        for c in cs:
+            if type(c) is dict:
+                n = c.get("restartCount")
+                if type(n) is int and n > 0:
+                    restarts += n
+    ready = None
+    conds = status.get("conditions")
+    if type(conds) is list:
+        for c in conds:
+            if type(c) is dict and c.get("type") == "Ready":
+                ready = c.get("status") == "True"
+    return restarts, ready
+
+
 def pod_from_k8s(
     obj: Mapping,
     priority_classes: Mapping[str, int] | None = None,
@@ -355,6 +378,7 @@ def pod_from_k8s(
         deadline = spec.get("activeDeadlineSeconds")
         deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
         annotations = mapping(get_path(obj, "metadata.annotations"), "metadata.annotations")
+        restarts, ready = pod_health(status)
         limits = [v for v in (deadline_s, _seconds(labels.get(MAX_EXEC_TIME_LABEL)),
                               _seconds(annotations.get(EXPECTED_RUNTIME_ANNOTATION))) if v is not None]
         return BoundPod(
@@ -373,6 +397,8 @@ def pod_from_k8s(
             host_ports=_host_ports(spec),
             runtime_limit_s=min(limits) if limits else None,
             labels=frozen_map(_str_map(labels, "metadata.labels")) if labels else EMPTY,
+            restarts=restarts,
+            ready=ready,
         )
     except AdapterError as exc:
         raise exc.within(obj=object_ref(obj))
@@ -576,8 +602,10 @@ class _PodReader:
         node_name = spec.get("nodeName")
         queue = labels.get(QUEUE_LABEL)
         phase = status.get("phase")
+        restarts, ready = pod_health(status)
         return BoundPod(ns, name, str(node_name or ""), requests, priority, gang, owner_kind, owner_name,
-                        str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit, label_map)
+                        str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit, label_map,
+                        restarts, ready)
 
 
 _NO_TIME = object()

@@ -67,9 +67,20 @@ class _PodSpec(TypedDict, total=False):
     activeDeadlineSeconds: Any
 
 
+class _Condition(TypedDict, total=False):
+    type: Any
+    status: Any
+
+
+class _ContainerStatus(TypedDict, total=False):
+    restartCount: Any
+
+
 class _PodStatus(TypedDict, total=False):
     phase: Any
     startTime: Any
+    containerStatuses: list[_ContainerStatus]
+    conditions: list[_Condition]
 
 
 class PodProjection(TypedDict, total=False):
@@ -80,11 +91,6 @@ class PodProjection(TypedDict, total=False):
     metadata: _Meta
     spec: _PodSpec
     status: _PodStatus
-
-
-class _Condition(TypedDict, total=False):
-    type: Any
-    status: Any
 
 
 class _NodeSpec(TypedDict, total=False):

@@ -216,7 +216,10 @@ class BoundPod:
     smallest of activeDeadlineSeconds, Kueue's maximum execution time (label
     kueue.x-k8s.io/max-exec-time-seconds) and the annotation
     gangcheck.io/expected-runtime-seconds (None when none is set); the expected-wait
-    estimator (``engine.wait``) reads it, falling back to ``deadline_s``.
+    estimator (``engine.wait``) reads it, falling back to ``deadline_s``. ``labels``: the pod's
+    labels (PodDisruptionBudget selectors read them); ``restarts``: Σ restartCount over
+    status.containerStatuses; ``ready``: the Ready condition (None when the status has none) —
+    diagnose shows both for device-plugin pods.
     """
 
     namespace: str
@@ -234,6 +237,8 @@ class BoundPod:
     host_ports: tuple[HostPort, ...] = ()
     runtime_limit_s: float | None = None
     labels: Mapping[str, str] = _empty()
+    restarts: int = 0
+    ready: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
