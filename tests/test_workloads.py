@@ -184,3 +184,116 @@ def test_diagnose_quota_step_shows_workloads():
     assert f["holding"]["gpus"] == 48
     assert "Admitted workloads hold 48 GPU(s)" in step["meaning"]
     assert "Kueue says of Workload team-a/job-train" in step["meaning"] and "16 more needed" in step["meaning"]
+
+
+# ---------------------------------------------------------------- from the first-user trial
+
+
+def test_own_workload_priority_orders_the_queue_not_the_pods_priority():
+    # The Job's pods carry no priority (0); Kueue orders by the Workload's spec.priority (100).
+    cluster = queues() + nodes() + [
+        workload("job-train", priority=100, created=300),
+        workload("job-hi", priority=1000, created=900),
+        workload("job-eq-early", priority=100, created=0),
+        workload("job-eq-late", priority=100, created=600),
+        workload("job-lo", priority=10, created=-600),
+    ]
+    out = kueue_workloads(build_snapshot(cluster), _gang(), "cq", 0)
+    assert list(out["workloads_ahead"]) == ["Workload/team-a/job-hi", "Workload/team-a/job-eq-early"]
+
+
+def test_own_admitted_workload_is_not_blocked_by_its_own_quota():
+    # The ClusterQueue's reservation (48 of 64) includes the gang's own 32: quota is not the blocker.
+    cluster = queues() + nodes(2) + [workload("job-train", pods=4, gpus=8, state="Admitted", created=0)]
+    cluster[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 48
+    snap = build_snapshot(cluster)
+    from webhook.engine.evaluate import evaluate
+
+    d = evaluate(snap, _gang())
+    codes = {f.code for f in d.findings}
+    assert "WaitingForQuota" not in codes and "QuotaReserved" in codes
+    rep = diagnose(snap, _gang(), now=T0 + 1000)
+    step = rep["steps"][0]
+    assert step["status"] != "blocking" and "already holds its quota" in step["meaning"]
+    assert not any(f["action"] == "borrow-quota" for f in rep["fixes"])
+    # without the Workload the same request waits for quota (48 − 48 used + 0 < 32)
+    d2 = evaluate(build_snapshot(cluster[:-1]), _gang())
+    assert "WaitingForQuota" in {f.code for f in d2.findings}
+
+
+def test_partial_admission_holds_the_admitted_count():
+    obj = workload("job-part", pods=3, gpus=8, state="Admitted")
+    obj["status"]["admission"]["podSetAssignments"][0]["count"] = 1
+    wl = workload_from_k8s(obj)
+    assert (wl.pods, dict(wl.requests)["nvidia.com/gpu"]) == (1, 8)
+
+
+def test_kueue_pod_group_workload_is_its_own_and_not_counted_twice():
+    from webhook.adapters import adapt
+
+    group_pods = []
+    for i in range(2):
+        group_pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"pg-{i}", "namespace": "team-a",
+            "labels": {"kueue.x-k8s.io/queue-name": "lq-a", "kueue.x-k8s.io/pod-group-name": "pg"},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}})
+    wl = workload("pg", pods=2, gpus=8, created=100, owner=("Pod", "pg-0"))
+    other = workload("job-other", created=0)
+    snap = build_snapshot(queues() + nodes() + group_pods + [wl, other])
+    g = adapt(group_pods[0])
+    out = kueue_workloads(snap, g, "cq", 0)
+    assert out["own_workload"]["name"] == "team-a/pg"
+    assert list(out["workloads_ahead"]) == ["Workload/team-a/job-other"]
+    # seen from another gang, the group is one entry (its Workload), not also its Pending pods
+    rep = diagnose(snap, _gang("fresh"), now=T0 + 1000)
+    f = rep["steps"][0]["findings"]
+    assert f["ahead_total"] == 2 and set(f["ahead"]) == {"Workload/team-a/pg", "Workload/team-a/job-other"}
+
+
+def test_more_than_ten_ahead_keeps_queue_order_and_the_true_total():
+    cluster = queues() + nodes() + [workload(f"job-{i:02d}", priority=i, created=i) for i in range(17)]
+    rep = diagnose(build_snapshot(cluster), _gang("fresh"), now=T0 + 1000)
+    f = rep["steps"][0]["findings"]
+    assert f["ahead_total"] == 17 and len(f["ahead"]) == 10
+    assert list(f["ahead"])[:2] == ["Workload/team-a/job-16", "Workload/team-a/job-15"]  # highest priority first
+    assert "17 pending gang(s) are queued ahead" in rep["steps"][0]["meaning"]
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda o: o["spec"]["podSets"][0].__setitem__("count", 10**30), "spec.podSets[0].count"),
+    (lambda o: o["spec"]["podSets"][0].__setitem__("template", "x"), "spec.podSets[0].template"),
+    (lambda o: o["status"].__setitem__("admission", {"clusterQueue": 5}), "status.admission.clusterQueue"),
+])
+def test_more_bad_workloads(mutate, field):
+    obj = workload("job-bad")
+    mutate(obj)
+    with pytest.raises(AdapterError) as e:
+        workload_from_k8s(obj)
+    assert field in str(e.value)
+
+
+def test_diagnose_and_fragmentation_refuse_a_cluster_without_nodes(tmp_path, capsys):
+    from webhook.cli import main
+
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    job = tmp_path / "job.json"
+    import json
+
+    job.write_text(json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "namespace": "team-a"},
+                               "spec": {"parallelism": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x",
+                                        "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}))
+    assert main(["diagnose", str(job), "--cluster", str(empty)]) == 2
+    assert "holds no Node objects" in capsys.readouterr().err
+    assert main(["fragmentation", "--cluster", str(empty)]) == 2
+    assert "holds no Node objects" in capsys.readouterr().err
+
+
+def test_json_dump_with_a_byte_order_mark(tmp_path):
+    from webhook.dump import load_cluster
+
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + __import__("json").dumps({"apiVersion": "v1", "kind": "List", "items": nodes(2)}).encode())
+    assert len(load_cluster(path).nodes) == 2

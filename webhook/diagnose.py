@@ -110,12 +110,15 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
                 a["pods"] += 1
                 a["gpus"] += sum(v for r, v in p.requests.items() if r == GPU or r.startswith("nvidia.com/mig-"))
         findings["ahead"] = dict(sorted(ahead.items())[:10])
-        if snap.kueue.workloads and cq_name:
+        findings["ahead_total"] = len(ahead)
+        if cq_name and any(snap.kueue.cluster_queue_of(w) == cq_name for w in snap.kueue.workloads.values()):
+            # Kueue keeps a Workload for every gang it queues (a suspended Job has no pods):
+            # the Workloads are the queue, in Kueue's order; pods would count groups twice.
             cmd += " && kubectl get workloads -A -o wide"
             findings.update(kueue_workloads(snap, gang, cq_name, view.priority))
-            for k, w in findings["workloads_ahead"].items():
-                findings["ahead"].setdefault(k, {"pods": w["pods"], "gpus": w["gpus"], "priority": w["priority"]})
-            findings["ahead"] = dict(sorted(findings["ahead"].items())[:10])
+            findings["ahead"] = {k: {"pods": w["pods"], "gpus": w["gpus"], "priority": w["priority"]}
+                                 for k, w in findings["workloads_ahead"].items()}
+            findings["ahead_total"] = findings["workloads_ahead_total"]
     elif q.get("queue") or gang.volcano_queue is not None:
         name = q.get("queue") or gang.volcano_queue or "default"
         cmd = f"kubectl get queue {_q(name)} -o yaml && kubectl get podgroups -A -o wide"
@@ -132,7 +135,7 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
     waiting = codes.get("WaitingForQuota")
     other = [f for f in d.findings if f.code in ("LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
                                                  "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed",
-                                                 "ExceedsDeservedShare", "HeadOfLineBlocking", "KueueNotInSnapshot")]
+                                                 "ExceedsDeservedShare", "HeadOfLineBlocking", "KueueNotInSnapshot", "QuotaReserved")]
     if findings.get("system") is None:
         meaning, status = "The gang names no Kueue or Volcano queue: quota does not hold it back.", "ok"
     elif never is not None:
@@ -147,8 +150,8 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
         meaning, status = "Quota is not the problem: the request fits the queue's limits now.", "ok"
         if orphan is not None:
             meaning += f" Note: {len(findings['orphan_pod_groups'])} orphan PodGroup(s) reserve quota."
-    if findings.get("ahead"):
-        meaning += f" {len(findings['ahead'])} pending gang(s) of equal or higher priority are ahead in the same ClusterQueue."
+    if findings.get("ahead_total"):
+        meaning += f" {findings['ahead_total']} pending gang(s) are queued ahead of it in the same ClusterQueue."
     if findings.get("holding"):
         h = findings["holding"]
         meaning += (f" Admitted workloads hold {h['gpus']} GPU(s) of this ClusterQueue's quota"
@@ -167,14 +170,6 @@ def _gpus(requests) -> int:
     return int(sum(v for r, v in requests.items() if r == GPU or r.startswith("nvidia.com/mig-") or r == "amd.com/gpu"))
 
 
-def _owns(gang: GangRequest, wl: KueueWorkload) -> bool:
-    """True when ``wl`` is the gang's own Workload (same namespace, owner Kind/name)."""
-    if wl.namespace != gang.namespace or not gang.name:
-        return False
-    kind, _, name = wl.owner.partition("/")
-    return name == gang.name and (not gang.kind or kind.lower() == gang.kind.lower())
-
-
 def kueue_workloads(snap: ClusterSnapshot, gang: GangRequest, cq_name: str, priority: int) -> dict[str, Any]:
     """What Kueue's Workloads say about ClusterQueue ``cq_name`` (Kueue orders pending Workloads
     by priority, then creation time; BestEffortFIFO and StrictFIFO alike):
@@ -182,7 +177,8 @@ def kueue_workloads(snap: ClusterSnapshot, gang: GangRequest, cq_name: str, prio
     * ``own_workload``: the gang's own Workload (``name``, ``state``, ``message``), or None when
       the gang has not been submitted;
     * ``workloads_ahead``: pending Workloads queued before it — higher priority, or equal
-      priority and created earlier (all equal-priority ones when the gang has no Workload yet)
+      priority and created earlier (all equal-priority ones when the gang has no Workload yet;
+      the priority compared is its Workload's, else ``priority``, the pods' priority)
       — as ``{"Workload/ns/name": {"owner", "pods", "gpus", "priority", "created"}}``, at most
       10, in queue order;
     * ``holding``: the admitted (quota-reserved) Workloads: ``{"workloads", "pods", "gpus",
@@ -195,11 +191,13 @@ def kueue_workloads(snap: ClusterSnapshot, gang: GangRequest, cq_name: str, prio
     for wl in snap.kueue.workloads.values():
         if snap.kueue.cluster_queue_of(wl) != cq_name:
             continue
-        if _owns(gang, wl):
+        if wl.belongs_to(gang.kind, gang.namespace, gang.name):
             own = wl
             continue
         (mine if wl.holds_quota else theirs).append(wl)
     created = own.created if own is not None else None
+    if own is not None:
+        priority = own.priority  # Kueue orders by the Workload's priority (WorkloadPriorityClass or the pods')
 
     def before(wl: KueueWorkload) -> bool:
         if wl.state != "Pending":
@@ -646,12 +644,13 @@ def _findings_lines(step: dict) -> list[str]:
             if "pending_workloads" in f:
                 seen = "Workloads" if "workloads_ahead" in f else "Pending pods"
                 out.append(f"workloads: {f['admitted_workloads']} admitted, {f['pending_workloads']} pending "
-                           f"({f.get('queueing_strategy')}); gangs ahead seen as {seen}: {len(f.get('ahead') or {})}")
+                           f"({f.get('queueing_strategy')}); gangs ahead seen as {seen}: {f.get('ahead_total', len(f.get('ahead') or {}))}")
             own = f.get("own_workload")
             if own:
                 out.append(f"own Workload {own['name']}: {own['state']}" + (f" — {own['message']}" if own.get("message") else ""))
             for k, w in list((f.get("workloads_ahead") or {}).items())[:5]:
-                out.append(f"ahead: {k} ({w['owner'] or 'no owner'}): {w['pods']} pods, {w['gpus']} GPUs, priority {w['priority']}")
+                made = "" if w.get("created") is None else ", created " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(w["created"]))
+                out.append(f"ahead: {k} ({w['owner'] or 'no owner'}): {w['pods']} pods, {w['gpus']} GPUs, priority {w['priority']}{made}")
             if f.get("workloads_ahead_total", 0) > 5:
                 out.append(f"… {f['workloads_ahead_total'] - 5} more Workload(s) ahead")
             h = f.get("holding")
@@ -1016,6 +1015,14 @@ def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[Mapping] | N
     return load_cluster_and_objects(spec)
 
 
+def _require_nodes(snap: ClusterSnapshot, cluster: str) -> None:
+    """Raise ValueError when the cluster data holds no Node: every answer would be about an
+    empty cluster (as ``gangcheck check`` refuses it)."""
+    if not snap.nodes:
+        raise ValueError(f"{cluster}: the cluster data holds no Node objects "
+                         "(dump them with `kubectl get nodes,pods,... -A -o json`)")
+
+
 def _options(policy_path: str | None) -> EngineOptions:
     from .policy import load_policy
 
@@ -1033,6 +1040,7 @@ def cmd_diagnose(args) -> int:
     try:
         options = _options(getattr(args, "policy", None))
         snap, objects = _load(args.cluster, args.timeout)
+        _require_nodes(snap, args.cluster)
         if os.path.exists(args.target):
             _, docs = load_documents(args.target)
             gangs = [g for g in (adapt(o, source=args.target) for o in docs) if g is not None]
@@ -1074,6 +1082,7 @@ def cmd_fragmentation(args) -> int:
         shape = parse_shape(args.shape)
         options = _options(getattr(args, "policy", None))
         snap, _ = _load(args.cluster, args.timeout)
+        _require_nodes(snap, args.cluster)
     except (DumpError, AdapterError, ValueError, TimeoutError, OSError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2

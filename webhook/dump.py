@@ -155,7 +155,7 @@ def _expand(doc: Mapping, path: str, number: int) -> Iterable[tuple[str, dict]]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is skipped
     except FileNotFoundError:
         raise DumpError(path, "no such file or directory") from None
     except IsADirectoryError:
@@ -399,6 +399,8 @@ def _read_json_fast(path: Path, keep: bool) -> tuple[list, list | None, bool]:
         data = path.read_bytes()
     except OSError:
         raise _General from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte-order mark, as the general reader skips it
     if not data.isascii():
         try:
             data.decode("utf-8")  # the general reader rejects invalid UTF-8 anywhere

@@ -54,12 +54,16 @@ def label_selector(value: Any, field: str) -> LabelSelector | None:
 
 
 def _int_or_percent(value: Any, field: str) -> int | str | None:
+    """An IntOrString of a budget: a non-negative int, or "N%" with 0 ≤ N ≤ 100 (the API
+    server's PodDisruptionBudget validation)."""
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().endswith("%"):
-        num = value.strip()[:-1]
-        if not num.isdigit():
+    if isinstance(value, str) and not value.strip().isdigit():
+        num = value.strip()[:-1] if value.strip().endswith("%") else None
+        if num is None or not num.isdigit():
             raise AdapterError(f"expected an integer or a percentage such as 50%, got {value!r}", field=field)
+        if int(num) > 100:
+            raise AdapterError(f"expected a percentage of at most 100%, got {value!r}", field=field)
         return f"{int(num)}%"
     return as_int(value, field)
 
@@ -70,12 +74,16 @@ def disruption_budget_from_k8s(obj: Mapping) -> DisruptionBudget:
 
     Raises:
         AdapterError: no metadata.name, a bad selector, minAvailable/maxUnavailable that are
-            neither a non-negative integer nor a percentage; names the object and the field.
+            neither a non-negative integer nor a percentage ≤ 100%, or both set; names the
+            object and the field.
     """
     try:
         spec = mapping(obj.get("spec"), "spec")
         status = mapping(obj.get("status"), "status")
         allowed = status.get("disruptionsAllowed")
+        if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+            raise AdapterError("minAvailable and maxUnavailable are both set; the API server accepts only one",
+                               field="spec.maxUnavailable")
         return DisruptionBudget(
             namespace=_namespace(obj),
             name=_name(obj),

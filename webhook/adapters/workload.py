@@ -14,7 +14,10 @@ from .cluster import _name, _namespace, _signed_int, object_ref, parse_time
 from .errors import AdapterError
 from .podspec import as_int, effective_requests, get_path, list_of, mapping
 
-__all__ = ["workload_from_k8s"]
+__all__ = ["workload_from_k8s", "MAX_COUNT"]
+
+#: spec.podSets[].count is an int32 in the Workload CRD.
+MAX_COUNT = 2**31 - 1
 
 #: Kueue's Workload conditions, in the order that decides the state (the first "True" wins).
 _STATES = (("Finished", "Finished"), ("Admitted", "Admitted"), ("QuotaReserved", "QuotaReserved"))
@@ -48,11 +51,14 @@ def workload_from_k8s(obj: Mapping) -> KueueWorkload:
     """A Kueue Workload → ``KueueWorkload`` (see its docstring for each field's source).
 
     ``requests`` are Σ count × effective request of spec.podSets[].template.spec (FIELD-NOTES
-    §1 rules, as for a Pod); a pod set without a template counts its pods with no request.
+    §1 rules, as for a Pod); a pod set without a template counts its pods with no request. For a
+    Workload holding quota, a pod set's count is its admission's podSetAssignments[].count when
+    given (partial admission).
 
     Raises:
-        AdapterError: no metadata.name, a pod set whose count is not a non-negative integer,
-            unreadable requests, or a bad time; the message names the Workload and the field.
+        AdapterError: no metadata.name, a pod set whose count is not an integer in [0, 2³¹−1],
+            a template that is not a mapping, unreadable requests, a bad time, a
+            status.admission.clusterQueue that is not a name; names the Workload and the field.
     """
     try:
         name = _name(obj)
@@ -60,22 +66,38 @@ def workload_from_k8s(obj: Mapping) -> KueueWorkload:
         meta = mapping(obj.get("metadata"), "metadata")
         spec = mapping(obj.get("spec"), "spec")
         status = mapping(obj.get("status"), "status")
-        pods = 0
-        total: dict[str, int] = {}
+        sets: list[tuple[str, int, dict[str, int]]] = []
         for i, ps in enumerate(list_of(spec.get("podSets"), "spec.podSets")):
             field = f"spec.podSets[{i}]"
             ps = mapping(ps, field)
             count = as_int(ps.get("count", 1), f"{field}.count", minimum=0)
-            pods += count
-            tspec = get_path(ps, "template.spec")
-            if tspec is None:
-                continue
-            for r, v in effective_requests(mapping(tspec, f"{field}.template.spec"), f"{field}.template.spec").items():
-                total[r] = total.get(r, 0) + v * count
+            if count > MAX_COUNT:
+                raise AdapterError(f"expected at most {MAX_COUNT} (int32), got {count}", field=f"{field}.count")
+            template = mapping(ps.get("template"), f"{field}.template")
+            tspec = template.get("spec")
+            per_pod = {} if tspec is None else effective_requests(mapping(tspec, f"{field}.template.spec"), f"{field}.template.spec")
+            sets.append((str(ps.get("name") or ""), count, per_pod))
         priority = _signed_int(spec["priority"], "spec.priority") if spec.get("priority") is not None else 0
         state, message = _state_and_message(spec, status)
         admission = mapping(status.get("admission"), "status.admission")
         cq = admission.get("clusterQueue")
+        if cq is not None and not isinstance(cq, str):
+            raise AdapterError(f"expected the name of a ClusterQueue, got {cq!r}", field="status.admission.clusterQueue")
+        # Partial admission: Kueue may admit fewer pods than spec.podSets[].count asks for;
+        # what a reserved Workload holds is its admission's podSetAssignments[].count.
+        admitted: dict[str, int] = {}
+        if state in ("QuotaReserved", "Admitted"):
+            for j, a in enumerate(list_of(admission.get("podSetAssignments"), "status.admission.podSetAssignments")):
+                a = mapping(a, f"status.admission.podSetAssignments[{j}]")
+                if a.get("count") is not None:
+                    admitted[str(a.get("name") or "")] = as_int(a.get("count"), f"status.admission.podSetAssignments[{j}].count")
+        pods = 0
+        total: dict[str, int] = {}
+        for ps_name, count, per_pod in sets:
+            count = admitted.get(ps_name, count)
+            pods += count
+            for r, v in per_pod.items():
+                total[r] = total.get(r, 0) + v * count
         return KueueWorkload(
             namespace=ns,
             name=name,

@@ -450,6 +450,17 @@ class KueueWorkload:
     message: str = ""
     owner: str = ""
 
+    def belongs_to(self, kind: str, namespace: str, name: str) -> bool:
+        """True when this is the Workload of the gang ``kind`` ``namespace/name``: its controller
+        owner is that object, or — for a Kueue pod group (plain Pods, gang kind Pod or
+        PodGroup), whose Workload Kueue names after the group and the Pods own — its name."""
+        if self.namespace != namespace or not name:
+            return False
+        okind, _, oname = self.owner.partition("/")
+        if oname == name and (not kind or okind.lower() == kind.lower()):
+            return True
+        return kind in ("Pod", "PodGroup") and self.name == name
+
     @property
     def holds_quota(self) -> bool:
         """True while the Workload's quota is reserved (QuotaReserved or Admitted, not Finished)."""

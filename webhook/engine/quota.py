@@ -144,6 +144,17 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
         res.findings.append(Finding("ClusterQueueNotFound", WAITS,
             f"ClusterQueue {lq.cluster_queue} (from LocalQueue {lq.name}) not found"))
         return res
+    own = next((w for w in getattr(kueue, "workloads", {}).values()
+                if w.holds_quota and kueue.cluster_queue_of(w) == cq.name and w.belongs_to(gang.kind, gang.namespace, gang.name)), None)
+    if own is not None:
+        # The gang's own Workload already holds its quota (QuotaReserved/Admitted): the
+        # ClusterQueue's usage includes it, and quota is not what holds it back.
+        res.report.update({"request": {r: v for r, v in gang.total_requests().items() if v}, "cohort": cq.cohort, "limits": {},
+                           "workload": f"{own.namespace}/{own.name}", "workload_state": own.state})
+        res.findings.append(Finding("QuotaReserved", "Info",
+            f"Workload {own.namespace}/{own.name} already holds its quota in ClusterQueue {cq.name} ({own.state}); "
+            "quota is not what holds it back"))
+        return res
     if cq.stop_policy not in ("", "None"):
         res.findings.append(Finding("ClusterQueueStopped", WAITS,
             f"ClusterQueue {cq.name} has stopPolicy {cq.stop_policy}: nothing is admitted until it is lifted"))
