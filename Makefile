@@ -15,6 +15,7 @@ TEST_PREREQS := install $(if $(GO),controlplane-or-skip)
 help:
 	@echo "make run    - serve the webhook on https://127.0.0.1:8443 against the embedded demo cluster"
 	@echo "make test   - create the virtualenv, install, run the whole test suite"
+	@echo "make install - only create .venv/ and install the package (gangcheck is then .venv/bin/gangcheck)"
 	@echo "make check-examples - run 'gangcheck check' on every example against the demo cluster"
 	@echo "make bench  - run the benchmarks under bench/"
 	@echo "make controlplane - build etcd, kube-apiserver, kube-scheduler, kubectl for the e2e tier (Go; cached)"

@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gangcheck",
         description="Feasibility checks for gang-scheduled GPU jobs on Kubernetes.",
-        epilog="Exit codes: 0 admitted (Fits/Waits), 1 denied (NeverFits), 2 bad input.",
+        epilog="Exit codes: check — 0 admitted (Fits/Waits), 1 denied (NeverFits), 2 bad input; "
+               "diagnose and fragmentation — 0 when they ran (whatever the verdict), 2 bad input or target not found.",
     )
     p.add_argument("--version", action="version", version=f"gangcheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
