@@ -27,3 +27,15 @@ def test_rejected_like_the_api_server(spec, field, text):
 @pytest.mark.parametrize("value,expected", [("100%", "100%"), ("0%", "0%"), ("3", 3), (2, 2)])
 def test_accepted_values(value, expected):
     assert disruption_budget_from_k8s(_pdb(minAvailable=value)).min_available == expected
+
+
+def test_unready_pods_are_not_healthy():
+    from builders import node, pod, snapshot
+    from webhook.engine.fixes import budget_members, disruptions_allowed
+    from webhook.engine.model import DisruptionBudget, LabelSelector
+
+    pods = [pod(f"infer-{i}", "n0", cpu=1, labels={"app": "infer"}, ready=(i >= 2)) for i in range(4)]
+    b = DisruptionBudget("default", "infer", LabelSelector((("app", "infer"),)), min_available=2)
+    snap = snapshot([node("n0")], pods, disruption_budgets=[b])
+    (members,) = budget_members(snap)
+    assert disruptions_allowed(snap, b, members) == 0   # 2 ready − 2; counting Running alone would give 2

@@ -7,7 +7,9 @@ victims re-fit on the remaining nodes, else "preempt") and *preempt lower-priori
 
 Cost of a displacing fix, compared in this order (lexicographic):
   1. PodDisruptionBudget violations: budgets (``snap.disruption_budgets``) whose selected pods
-     the fix evicts more of than the budget's disruptionsAllowed (``pdb_violations``),
+     the fix evicts more of than the budget's disruptionsAllowed (``pdb_violations``), counted
+     over the union of the victims — never summed per unit: four units that each take the one
+     disruption a budget allows violate it once, together,
   2. highest victim priority,
   3. tenants (namespaces) touched,
   4. pods displaced, 5. GPUs displaced,
@@ -69,6 +71,9 @@ NON_GANG_OWNERS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "DaemonS
 SYSTEM_PRIORITY = 2_000_000_000
 #: Victim choice is exact (enumeration of every subset) up to this many candidate units.
 EXACT_UNITS = 12
+#: When the greedy's victims include pods a PodDisruptionBudget selects, its extra passes (each
+#: about as costly as the first) run up to this many candidate units.
+BUDGET_PASS_UNITS = 2000
 #: Rank of each action among fixes of equal displacement cost (lower first).
 ACTION_RANK = {
     "repair": 0, "release-reservations": 1, "lower-quota": 2, "borrow-quota": 3, "raise-quota": 4,
@@ -274,6 +279,12 @@ class Unit:
 
     ``use``: node index → resources freed on that node, as ints in the shape's column order.
     ``priority``: highest priority of its pods; ``gpus``/``hours``: GPUs and GPU-hours lost.
+    ``budgets``: the PodDisruptionBudgets selecting its pods, as (budget index, pods of this
+    unit the budget selects, disruptions the budget allows); a set of units violates a budget
+    when the pods of the set it selects exceed what it allows (``set_cost``), so violations are
+    a property of the set, not a sum over its units. ``pdb``: violations charged to this unit
+    on its own and added as they are (a caller's per-unit map, see ``victim_units``; 0 for
+    units built from the snapshot's budgets, which are in ``budgets``).
     """
 
     key: str
@@ -285,11 +296,22 @@ class Unit:
     hours: float
     pdb: int = 0
     partial: bool = False
+    budgets: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def node_local(self) -> bool:
         """True when every pod of the unit is on one node."""
         return len(self.use) <= 1
+
+    @property
+    def solo_pdb(self) -> int:
+        """PDB violations if this unit alone were evicted: ``pdb`` plus the budgets whose
+        selected pods in it exceed their allowance."""
+        v = self.pdb
+        for _, n, a in self.budgets:
+            if n > a:
+                v += 1
+        return v
 
 
 _NON_GANG_PREFIXES = tuple(k + "/" for k in NON_GANG_OWNERS)
@@ -347,8 +369,10 @@ def victim_units(
     (other than the pod slot, which every pod takes). Units above ``max_priority`` (exclusive
     bound: only priority < max_priority kept when given), DaemonSet pods, system-priority pods and
     the gang's own pods are left out. GPU-hours: GPUs × (now − start) / 3600 per pod, 0 for pods of
-    a partial gang or without a start time. ``pdb`` maps a unit key to PDB violations it causes;
-    without it, each unit's are counted from ``snap.disruption_budgets`` (``pdb_violations``).
+    a partial gang or without a start time. ``pdb`` maps a unit key to PDB violations it causes
+    (``Unit.pdb``, added per unit); without it each unit carries the budgets of
+    ``snap.disruption_budgets`` that select its pods (``Unit.budgets``), and violations are
+    counted over the union of the units a fix evicts.
 
     ``memo``: a dict the caller passes to every call with the same ``snap``, ``gang``,
     ``shape``, ``now``, ``options`` and ``pdb`` (``compute_fixes`` does): the candidate units of
@@ -439,9 +463,13 @@ def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: l
         gpus += g
         if not partial and now is not None and p.start_time is not None:
             hours += g * max(0.0, now - p.start_time) / 3600.0
-    violations = (pdb or {}).get(k, 0) if pdb is not None or not snap.disruption_budgets else pdb_violations(snap, pods)
+    fixed, hits = 0, ()
+    if pdb is not None:
+        fixed = pdb.get(k, 0)
+    elif snap.disruption_budgets:
+        hits = _budget_hits(snap, pods)
     return Unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
-                frozenset([p.namespace for p in pods]), gpus, hours, violations, partial)
+                frozenset([p.namespace for p in pods]), gpus, hours, fixed, partial, hits)
 
 
 # ---------------------------------------------------------------- PodDisruptionBudgets
@@ -476,14 +504,16 @@ def _scaled(value: int | str, expected: int) -> int:
 def disruptions_allowed(snap: ClusterSnapshot, budget: DisruptionBudget, members: frozenset[tuple[str, str]]) -> int:
     """Pods of ``members`` (the pods ``budget`` selects) that may be evicted without violating it:
     ``status.disruptionsAllowed`` when the object carries it, else the disruption controller's
-    arithmetic — expected = selected pods, healthy = those bound and Running, desired healthy =
+    arithmetic — expected = selected pods, healthy = those bound, Running and not un-Ready, desired healthy =
     minAvailable, or expected − maxUnavailable, or expected when neither is set; allowed =
     max(0, healthy − desired)."""
     if budget.disruptions_allowed is not None:
         return max(0, int(budget.disruptions_allowed))
     expected = len(members)
     pods = {(p.namespace, p.name): p for p in snap.pods}
-    healthy = sum(1 for k in members if (p := pods.get(k)) is not None and p.node_name and p.phase == "Running")
+    # Healthy as the disruption controller counts it: Running and Ready (readiness unknown → healthy).
+    healthy = sum(1 for k in members if (p := pods.get(k)) is not None and p.node_name and p.phase == "Running"
+                  and p.ready is not False)
     if budget.min_available is not None:
         desired = _scaled(budget.min_available, expected)
     elif budget.max_unavailable is not None:
@@ -509,6 +539,39 @@ def _budget_index(snap: ClusterSnapshot) -> tuple[dict[tuple[str, str], list[int
     return hit  # type: ignore[return-value]
 
 
+def _budget_hits(snap: ClusterSnapshot, pods: Iterable[BoundPod]) -> tuple[tuple[int, int, int], ...]:
+    """``Unit.budgets`` of a unit with these pods: (budget index, pods of them it selects, its
+    disruptions allowed) per budget selecting any, by budget index."""
+    of_pod, allowed = _budget_index(snap)
+    counts: dict[int, int] = {}
+    for k in {(p.namespace, p.name) for p in pods}:
+        for bi in of_pod.get(k, ()):
+            counts[bi] = counts.get(bi, 0) + 1
+    return tuple((bi, counts[bi], allowed[bi]) for bi in sorted(counts))
+
+
+def _violations(units: Sequence[Unit], chosen: Iterable[int]) -> int:
+    """PDB violations of evicting the chosen units together: their ``pdb`` summed, plus the
+    budgets whose selected pods among all of them exceed the budget's allowance."""
+    fixed = 0
+    evicted: dict[int, int] | None = None
+    allowed: dict[int, int] = {}
+    for i in chosen:
+        u = units[i]
+        fixed += u.pdb
+        if u.budgets:
+            if evicted is None:
+                evicted = {}
+            for bi, n, a in u.budgets:
+                evicted[bi] = evicted.get(bi, 0) + n
+                allowed[bi] = a
+    if evicted:
+        for bi, n in evicted.items():
+            if n > allowed[bi]:
+                fixed += 1
+    return fixed
+
+
 def pdb_violations(snap: ClusterSnapshot, pods: Iterable[BoundPod]) -> int:
     """Budgets of ``snap.disruption_budgets`` that evicting all of ``pods`` at once would
     violate: more of their selected pods evicted than they allow (``disruptions_allowed``)."""
@@ -526,7 +589,11 @@ def pdb_violations(snap: ClusterSnapshot, pods: Iterable[BoundPod]) -> int:
 
 
 def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
-    """Lexicographic cost of evicting the chosen units (indices): see the module doc."""
+    """Lexicographic cost of evicting the chosen units (indices): see the module doc.
+
+    PDB violations are those of the whole set: the units' ``pdb`` summed, plus each budget whose
+    selected pods among all chosen units exceed its allowance (``Unit.budgets``), counted once.
+    """
     chosen = list(chosen)
     if not chosen:
         return (0, _NEG_INF, 0, 0, 0, 0.0)
@@ -534,14 +601,19 @@ def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
     pdb = pods = gpus = 0
     hours = 0.0
     prio = _NEG_INF
+    budgeted = False
     for i in chosen:
         u = units[i]
         pdb += u.pdb
+        if u.budgets:
+            budgeted = True
         prio = max(prio, u.priority)
         tenants |= u.tenants
         pods += len(u.pods)
         gpus += u.gpus
         hours += u.hours
+    if budgeted:
+        pdb = _violations(units, chosen)
     return (pdb, prio, len(tenants), pods, gpus, round(hours, 6))
 
 
@@ -615,8 +687,12 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
 
     Greedy: candidates are single units and, per node, the cheapest bundle of units that frees
     one pod there; each step takes the candidate of least marginal cost per pod gained
-    (PDB and priority compared as totals/maxima, the rest per pod gained). Then local search:
+    (PDB violations and priority compared as totals/maxima of the set it makes — violations
+    counted over the union, ``set_cost`` — the rest per pod gained). Then local search:
     drop units that are not needed, swap one unit for one candidate while the cost falls.
+    When the answer evicts pods a PodDisruptionBudget selects, up to three more greedy passes
+    (sparing allowances, or free up to the violations already found) run and the cheapest
+    answer wins, for up to ``BUDGET_PASS_UNITS`` units; without budgets there is one pass.
     """
     if need <= 0:
         return []
@@ -642,7 +718,8 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         c = unit_costs.get(ui)
         if c is None:  # set_cost(units, [ui]), spelled out
             u = units[ui]
-            c = unit_costs[ui] = (u.pdb, max(_NEG_INF, u.priority), len(u.tenants), len(u.pods), u.gpus, round(0.0 + u.hours, 6))
+            c = unit_costs[ui] = (u.solo_pdb if u.budgets else u.pdb, max(_NEG_INF, u.priority), len(u.tenants), len(u.pods),
+                                  u.gpus, round(0.0 + u.hours, 6))
         return c
 
     # Nodes with many units take the cheapest-first bundle: their units in that order and their
@@ -680,81 +757,116 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
             b = node_bundle(n, uis, None)
             if b and len(b) > 1:
                 bundles[n] = frozenset(b)
-    st = _State(units, g, avail)
+    bundles0 = bundles
 
-    def key_of(c: int | frozenset[int]):
-        # A candidate is a unit index (a single unit, the common case) or a bundle (frozenset).
-        if type(c) is int:
-            ui = c
-            if ui in st.chosen:
-                return None
-            d = st.delta_one(ui)
-            if d <= 0:
-                return None
-            nc = st.cost_with_one(ui)
-        else:
-            extra = c - st.chosen
-            if not extra:
-                return None
-            d = st.delta_add(extra)
-            if d <= 0:
-                return None
-            nc = st.cost_with(extra)
-        eff = max(1, min(d, need - st.gained))
-        cur = st.cost()
-        return (nc[0], nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
+    def greedy(avoid: int = 0, slack: int = 0) -> set[int] | None:
+        """Lazy greedy then local search. ``avoid`` 1 or 2: rank candidates by the pods they
+        evict from budgets not yet violated (per pod gained) right after violations (1) or after
+        violations and priority (2), so allowances are kept for where they are needed.
+        ``slack``: violations up to this many (known to be reachable) rank as none, so priority
+        and the rest decide among them."""
+        st = _State(units, g, avail)
+        bundles = dict(bundles0)
 
-    # Lazy greedy: keys are re-evaluated when popped; a candidate whose fresh key still beats
-    # the next stale key is taken.
-    heap: list = []
-    seq = itertools.count()
-    # A single unit that gains nothing alone has no key: only those that do are keyed at first.
-    for c in itertools.chain(_gaining_alone(units, g), set(bundles.values())):
-        k = key_of(c)
-        if k is not None:
-            heapq.heappush(heap, (k, next(seq), c))
-    while st.gained < need:
-        best = None
-        while heap:
-            _, _, c = heapq.heappop(heap)
-            k = key_of(c)
-            if k is None:
-                continue
-            if not heap or k <= heap[0][0]:
-                best = {c} if type(c) is int else c - st.chosen
-                break
-            heapq.heappush(heap, (k, next(seq), c))
-        if best is None:
-            # Stale keys may have dropped candidates whose gain became positive: rescan once.
-            for c in itertools.chain(range(len(units)), set(bundles.values())):
-                k = key_of(c)
-                if k is not None:
-                    heapq.heappush(heap, (k, next(seq), c))
-            if not heap:
-                return None
-            continue
-        touched = st.add(best)
-        for n in touched:
-            for ui in on_node.get(n, ()):
-                if ui not in st.chosen:
-                    k = key_of(ui)
-                    if k is not None:
-                        heapq.heappush(heap, (k, next(seq), ui))
-        # Bundles on the nodes that changed are recomputed against their new state.
-        for n in touched:
-            rest = [ui for ui in on_node.get(n, ()) if ui not in st.chosen]
-            b = node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
-            if b and len(b) > 1:
-                bundles[n] = frozenset(b)
-                k = key_of(bundles[n])
-                if k is not None:
-                    heapq.heappush(heap, (k, next(seq), bundles[n]))
+        def key_of(c: int | frozenset[int]):
+            # A candidate is a unit index (a single unit, the common case) or a bundle (frozenset).
+            if type(c) is int:
+                ui = c
+                if ui in st.chosen:
+                    return None
+                d = st.delta_one(ui)
+                if d <= 0:
+                    return None
+                nc = st.cost_with_one(ui)
             else:
-                bundles.pop(n, None)
-    def cand_list() -> list[frozenset[int]]:
-        return [frozenset([ui]) for ui in range(len(units))] + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
+                extra = c - st.chosen
+                if not extra:
+                    return None
+                d = st.delta_add(extra)
+                if d <= 0:
+                    return None
+                nc = st.cost_with(extra)
+            eff = max(1, min(d, need - st.gained))
+            cur = st.cost()
+            if avoid:
+                spent = st.budget_pods([c] if type(c) is int else extra) / eff
+                head = (nc[0], spent, nc[1]) if avoid == 1 else (nc[0], nc[1], spent)
+                return head + ((nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
+            if slack:
+                return (max(nc[0], slack), nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff,
+                        (nc[5] - cur[5]) / eff, -d)
+            return (nc[0], nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
 
-    return sorted(_local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost))
+        # Lazy greedy: keys are re-evaluated when popped; a candidate whose fresh key still beats
+        # the next stale key is taken.
+        heap: list = []
+        seq = itertools.count()
+        # A single unit that gains nothing alone has no key: only those that do are keyed at first.
+        for c in itertools.chain(_gaining_alone(units, g), set(bundles.values())):
+            k = key_of(c)
+            if k is not None:
+                heapq.heappush(heap, (k, next(seq), c))
+        while st.gained < need:
+            best = None
+            while heap:
+                _, _, c = heapq.heappop(heap)
+                k = key_of(c)
+                if k is None:
+                    continue
+                if not heap or k <= heap[0][0]:
+                    best = {c} if type(c) is int else c - st.chosen
+                    break
+                heapq.heappush(heap, (k, next(seq), c))
+            if best is None:
+                # Stale keys may have dropped candidates whose gain became positive: rescan once.
+                for c in itertools.chain(range(len(units)), set(bundles.values())):
+                    k = key_of(c)
+                    if k is not None:
+                        heapq.heappush(heap, (k, next(seq), c))
+                if not heap:
+                    return None
+                continue
+            touched = st.add(best)
+            for n in touched:
+                for ui in on_node.get(n, ()):
+                    if ui not in st.chosen:
+                        k = key_of(ui)
+                        if k is not None:
+                            heapq.heappush(heap, (k, next(seq), ui))
+            # Bundles on the nodes that changed are recomputed against their new state.
+            for n in touched:
+                rest = [ui for ui in on_node.get(n, ()) if ui not in st.chosen]
+                b = node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
+                if b and len(b) > 1:
+                    bundles[n] = frozenset(b)
+                    k = key_of(bundles[n])
+                    if k is not None:
+                        heapq.heappush(heap, (k, next(seq), bundles[n]))
+                else:
+                    bundles.pop(n, None)
+        def cand_list() -> list[frozenset[int]]:
+            return [frozenset([ui]) for ui in range(len(units))] + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
+
+        return _local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost)
+
+    found = greedy()
+    if found is not None and len(units) <= BUDGET_PASS_UNITS and any(units[ui].budgets for ui in found):
+        # The greedy is myopic about budgets: taking a budget's pods early may spend the
+        # allowance a later, necessary unit needed; avoiding a violation early (at the price of
+        # a higher priority) is wasted when one comes later anyway. When its answer evicts pods
+        # a budget selects, passes spending allowances last (before or after priority), and
+        # when it violates a budget one free to reach the violations already found, may do
+        # better; the lowest ``set_cost`` wins.
+        cost = set_cost(units, found)
+        for avoid in (1, 2, 0):
+            if not avoid and cost[0] == 0:
+                break
+            other = greedy(avoid=avoid, slack=0 if avoid else cost[0])
+            if other is not None:
+                oc = set_cost(units, other)
+                if oc < cost:
+                    found, cost = other, oc
+    return None if found is None else sorted(found)
 
 
 def _gaining_alone(units: Sequence[Unit], g: _Gain) -> list[int]:
@@ -810,6 +922,10 @@ def _gaining_alone(units: Sequence[Unit], g: _Gain) -> list[int]:
 
 #: Units on one node beyond which the node-local search falls back to the greedy.
 NODE_LOCAL_SUBSETS = 10
+#: With PodDisruptionBudgets, the node-local search falls back to the greedy when its knapsack
+#: would hold more than this many states (pods gained × pods evicted per budget, see below)
+#: summed over the nodes.
+NODE_LOCAL_BUDGET_WORK = 200_000
 
 
 def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int] | None:
@@ -822,6 +938,12 @@ def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int
     ceiling with the least overall lexicographic cost (``set_cost``) wins. Exact when one tenant
     is involved; with several, tenants are counted after the fact. Returns sorted unit indices,
     or None when a node carries more than ``NODE_LOCAL_SUBSETS`` units (then use the greedy).
+
+    PodDisruptionBudgets (``Unit.budgets``) tie nodes together — a budget's allowance is shared
+    by the pods it selects on every node — so the state also carries the pods evicted per budget
+    (each capped at its allowance + 1: past that the budget is violated whatever follows) and a
+    final state's violations are counted from it, once per budget; still exact. None as well
+    when that knapsack would exceed ``NODE_LOCAL_BUDGET_WORK`` states.
     """
     on_node: dict[int, list[int]] = {}
     for ui, u in enumerate(units):
@@ -830,31 +952,66 @@ def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int
                 on_node.setdefault(n, []).append(ui)
     if any(len(v) > NODE_LOCAL_SUBSETS for v in on_node.values()):
         return None
+    # Budgets touched: position in the footprint tuple, and the cap (allowance + 1) of each.
+    allowed: dict[int, int] = {}
+    for u in units:
+        for bi, _, a in u.budgets:
+            allowed[bi] = a
+    bis = sorted(allowed)
+    pos = {bi: j for j, bi in enumerate(bis)}
+    caps = tuple(allowed[bi] + 1 for bi in bis)
+    zero = (0,) * len(bis)
+    if bis:
+        states = need + 1
+        for c in caps:
+            states *= c + 1
+        if states * len(on_node) > NODE_LOCAL_BUDGET_WORK:
+            return None
+
+    def footprint(combo: Sequence[int]) -> tuple[int, ...]:
+        if not bis:
+            return zero
+        fp = list(zero)
+        for i in combo:
+            for bi, n, _ in units[i].budgets:
+                j = pos[bi]
+                fp[j] = min(caps[j], fp[j] + n)
+        return tuple(fp)
+
     best, best_cost = None, None
     for ceiling in sorted({u.priority for u in units}):
-        dp: dict[int, tuple[tuple, tuple[int, ...]]] = {0: ((0, 0, 0, 0.0), ())}
+        # (pods gained, pods evicted per budget) → ((Σ pdb, Σ pods, Σ GPUs, Σ hours), units)
+        dp: dict[tuple[int, tuple[int, ...]], tuple[tuple, tuple[int, ...]]] = {(0, zero): ((0, 0, 0, 0.0), ())}
         for n, uis in on_node.items():
-            allowed = [ui for ui in uis if units[ui].priority <= ceiling]
-            options: dict[int, tuple[tuple, tuple[int, ...]]] = {}
-            for size in range(1, len(allowed) + 1):
-                for combo in itertools.combinations(allowed, size):
+            allowed_units = [ui for ui in uis if units[ui].priority <= ceiling]
+            options: dict[tuple[int, tuple[int, ...]], tuple[tuple, tuple[int, ...]]] = {}
+            for size in range(1, len(allowed_units) + 1):
+                for combo in itertools.combinations(allowed_units, size):
                     gain = min(g.of(units, combo), need)
                     if gain <= 0:
                         continue
                     c = (sum(units[i].pdb for i in combo), sum(len(units[i].pods) for i in combo),
                          sum(units[i].gpus for i in combo), round(sum(units[i].hours for i in combo), 6))
-                    if gain not in options or c < options[gain][0]:
-                        options[gain] = (c, combo)
+                    key = (gain, footprint(combo))
+                    if key not in options or c < options[key][0]:
+                        options[key] = (c, combo)
             nxt = dict(dp)
-            for have, (cost, chosen) in dp.items():
-                for gain, (c, combo) in options.items():
-                    tot = min(need, have + gain)
+            for (have, fp), (cost, chosen) in dp.items():
+                for (gain, fp2), (c, combo) in options.items():
+                    key = (min(need, have + gain), tuple(min(m, x + y) for m, x, y in zip(caps, fp, fp2)) if bis else zero)
                     nc = tuple(a + b for a, b in zip(cost, c))
-                    if tot not in nxt or nc < nxt[tot][0]:
-                        nxt[tot] = (nc, chosen + combo)
+                    if key not in nxt or nc < nxt[key][0]:
+                        nxt[key] = (nc, chosen + combo)
             dp = nxt
-        if need in dp:
-            chosen = sorted(dp[need][1])
+        done = None
+        for (have, fp), (cost, chosen) in dp.items():
+            if have != need:
+                continue
+            full = (cost[0] + sum(1 for m, x in zip(caps, fp) if x >= m),) + cost[1:]
+            if done is None or full < done[0]:
+                done = (full, chosen)
+        if done is not None:
+            chosen = sorted(done[1])
             cost = set_cost(units, chosen)
             if best_cost is None or cost < best_cost:
                 best, best_cost = chosen, cost
@@ -947,6 +1104,29 @@ class _State:
         self.hours = 0.0
         self.prio = _NEG_INF
         self.tenants: dict[str, int] = {}
+        # Pods evicted so far per budget index (``Unit.budgets``); ``pdb`` counts each budget
+        # once, when its count first exceeds its allowance.
+        self.evicted: dict[int, int] = {}
+
+    def _crossed(self, hits: Iterable[tuple[int, int, int]]) -> int:
+        """Budgets that ``hits`` (one unit's ``budgets``) push past their allowance."""
+        evicted = self.evicted
+        v = 0
+        for bi, n, a in hits:
+            before = evicted.get(bi, 0)
+            if before <= a < before + n:
+                v += 1
+        return v
+
+    def budget_pods(self, extra: Iterable[int]) -> int:
+        """Pods of the ``extra`` units selected by budgets the chosen units do not violate yet."""
+        evicted, units = self.evicted, self.units
+        total = 0
+        for ui in extra:
+            for bi, n, a in units[ui].budgets:
+                if evicted.get(bi, 0) <= a:
+                    total += n
+        return total
 
     def _k_now(self, n: int) -> int:
         k = self.cur_k.get(n)
@@ -1004,20 +1184,36 @@ class _State:
         u = self.units[ui]
         tenants = self.tenants
         new_t = sum(1 for t in u.tenants if t not in tenants)
-        return (self.pdb + u.pdb, max(self.prio, u.priority), len(tenants) + new_t, self.pods + len(u.pods),
+        pdb = self.pdb + u.pdb
+        if u.budgets:
+            pdb += self._crossed(u.budgets)
+        return (pdb, max(self.prio, u.priority), len(tenants) + new_t, self.pods + len(u.pods),
                 self.gpus + u.gpus, round(self.hours + u.hours, 6))
 
     def cost_with(self, extra: Iterable[int]) -> tuple:
+        """Cost of the chosen units plus ``extra`` (not chosen)."""
         pdb, prio, pods, gpus, hours = self.pdb, self.prio, self.pods, self.gpus, self.hours
         new_t = set()
+        hits: dict[int, list[int]] | None = None
         for ui in extra:
             u = self.units[ui]
             pdb += u.pdb
+            if u.budgets:
+                if hits is None:
+                    hits = {}
+                for bi, n, a in u.budgets:
+                    h = hits.get(bi)
+                    if h is None:
+                        hits[bi] = [n, a]
+                    else:
+                        h[0] += n
             prio = max(prio, u.priority)
             pods += len(u.pods)
             gpus += u.gpus
             hours += u.hours
             new_t |= {t for t in u.tenants if t not in self.tenants}
+        if hits:
+            pdb += self._crossed((bi, n, a) for bi, (n, a) in hits.items())
         return (pdb, prio, len(self.tenants) + len(new_t), pods, gpus, round(hours, 6))
 
     def _move(self, n: int, use: Sequence[int], sign: int) -> None:
@@ -1041,6 +1237,11 @@ class _State:
                     touched.add(n)
                     self._move(n, use, 1)
             self.pdb += u.pdb
+            if u.budgets:
+                self.pdb += self._crossed(u.budgets)
+                evicted = self.evicted
+                for bi, n, _ in u.budgets:
+                    evicted[bi] = evicted.get(bi, 0) + n
             self.prio = max(self.prio, u.priority)
             self.pods += len(u.pods)
             self.gpus += u.gpus
@@ -1050,8 +1251,9 @@ class _State:
         return touched
 
     def drop(self, ui: int, loss: int) -> None:
-        """Put chosen unit ``ui`` back (``loss``: its ``loss_remove``); the cost parts are left
-        as they are (``_local_search`` recomputes the cost of what remains)."""
+        """Put chosen unit ``ui`` back (``loss``: its ``loss_remove``); the cost parts (budget
+        counts included) are left as they are (``_local_search`` recomputes the cost of what
+        remains)."""
         for n, use in self.units[ui].use.items():
             if n in self.removed:
                 self._move(n, use, -1)
@@ -1071,10 +1273,28 @@ def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_s
         def unit_cost(u: int) -> tuple:
             return set_cost(units, [u])
 
+    def drop_order(sel: set[int], keep: frozenset[int]) -> list[int]:
+        """Units of ``sel`` not in ``keep``, most costly first. With budgets, a unit's own PDB
+        violations are replaced by those its removal from ``sel`` would undo (a budget already
+        violated by the others costs nothing more)."""
+        if not any(units[ui].budgets for ui in sel):
+            return sorted(sel - keep, key=unit_cost, reverse=True)
+        total: dict[int, int] = {}
+        for ui in sel:
+            for bi, n, _ in units[ui].budgets:
+                total[bi] = total.get(bi, 0) + n
+
+        def key(ui: int) -> tuple:
+            u = units[ui]
+            undone = u.pdb + sum(1 for bi, n, a in u.budgets if total[bi] > a >= total[bi] - n)
+            return (undone,) + unit_cost(ui)[1:]
+
+        return sorted(sel - keep, key=key, reverse=True)
+
     def drop(sel: set[int], keep: frozenset[int] = frozenset()) -> set[int]:
         st = _State(units, g, g.avail)
         st.add(sel)
-        for ui in sorted(sel - keep, key=unit_cost, reverse=True):
+        for ui in drop_order(sel, keep):
             loss = st.loss_remove(ui)
             if st.gained - loss >= need:
                 st.drop(ui, loss)
