@@ -458,6 +458,15 @@ def _containers_key(value: Any) -> tuple:
     return tuple(out)
 
 
+def _plain_dict(value: Any) -> dict:
+    """``value`` when it is a plain dict, ``{}`` for None; anything else is odd (the slow path)."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _Odd
+    return value
+
+
 class _PodReader:
     """``pod_from_k8s`` for many pods at once, with the per-shape work memoised.
 
@@ -503,26 +512,10 @@ class _PodReader:
             ns = "default"
         elif type(ns) is not str:
             raise _Odd
-        spec = obj.get("spec")
-        if spec is None:
-            spec = {}
-        elif type(spec) is not dict:
-            raise _Odd
-        status = obj.get("status")
-        if status is None:
-            status = {}
-        elif type(status) is not dict:
-            raise _Odd
-        labels = meta.get("labels")
-        if labels is None:
-            labels = {}
-        elif type(labels) is not dict:
-            raise _Odd
-        annotations = meta.get("annotations")
-        if annotations is None:
-            annotations = {}
-        elif type(annotations) is not dict:
-            raise _Odd
+        spec = _plain_dict(obj.get("spec"))
+        status = _plain_dict(obj.get("status"))
+        labels = _plain_dict(meta.get("labels"))
+        annotations = _plain_dict(meta.get("annotations"))
         pod_res = spec.get("resources")
         if pod_res is None:
             pod_req_key = None
