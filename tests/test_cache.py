@@ -189,6 +189,36 @@ def test_pod_bind_rebind_succeeded_and_delete_update_per_node_free(server, make_
     assert informer(cache, "pods")["events"] == 7
 
 
+def test_history_learns_arrivals_and_one_run_per_gang_with_its_limit(server, make_cache):
+    server.not_installed = {"scheduling.volcano.sh", "scheduling.x-k8s.io"}
+    server.load([make_node("n1"), make_node("n2"), make_node("n3"), make_pod("old-0", gpus=1, job="old")])
+    cache = make_cache().start()
+    assert cache.wait_ready(WAIT)
+    t0 = time.time()
+    big = [make_pod(f"big-{i}", gpus=8, node=f"n{i + 1}", job="big") for i in range(2)]
+    late = make_pod("late-0", gpus=8, node="n3", job="late")
+    for p in big + [late]:
+        p["spec"]["activeDeadlineSeconds"] = 7200
+        server.upsert(p)                             # ADDED by the watch: arrivals
+    wait_for(lambda: len(cache.snapshot().pods) == 4, what="four pods")
+    server.upsert(big[0])                            # MODIFIED: the same pod is not counted twice
+    wait_for(lambda: informer(cache, "pods")["events"] >= 4, what="the MODIFIED event")
+    _, arrivals = cache.history.arrivals(time.time() + 1, 86400.0)
+    got = sorted((a.gang, a.pods, a.limit_s) for a in arrivals)   # old-0 was listed, not ADDED
+    assert got == [("PyTorchJob/team-a/big", 2, 7200.0), ("PyTorchJob/team-a/late", 1, 7200.0)]
+    assert all(t0 - 1 <= a.t <= time.time() for a in arrivals)
+    # Both pods of "big" succeed: one run time for the gang, with its limit. "late" fails after
+    # running past its deadline (startTime is long ago): a run of exactly its limit.
+    for p in big:
+        p["status"]["phase"] = "Succeeded"
+    late["status"]["phase"] = "Failed"
+    for p in big + [late]:
+        server.upsert(p)
+    wait_for(lambda: len(cache.snapshot().pods) == 1, what="three finished")
+    runs, limits, finished = cache.history.runs("team-a", "PyTorchJob")
+    assert len(runs) == 2 and limits.tolist() == [7200.0, 7200.0] and 7200.0 in runs.tolist()
+
+
 def test_node_cordon_and_clusterqueue_quota_change(server, make_cache):
     server.not_installed = {"scheduling.volcano.sh", "scheduling.x-k8s.io"}
     server.load([make_node("n1"), make_cluster_queue("team", 64)])

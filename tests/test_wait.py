@@ -250,8 +250,138 @@ def test_gangs_ahead_from_pending_pods():
     pending += [pod("cpu-0", "", cpu=1, gang="Job/default/cpu", owner_kind="Job", priority=100, phase="Pending")]
     snap = snapshot(snap.nodes, list(snap.pods) + pending)
     ahead = gangs_ahead(snap, whole_node_gang(3), priority=10)
-    assert ahead == (AheadGang("PyTorchJob/default/hi", 2, 10 * H, "", "PyTorchJob"),)
+    assert ahead == (AheadGang("PyTorchJob/default/hi", 2, 10 * H, "", "PyTorchJob", 100),)
     assert estimate_wait(snap, whole_node_gang(3), NOW, ahead=ahead).earliest_start_s == pytest.approx(9 * H)
+
+
+# ------------------------------------------------------------------ learned laws, gangs ahead, later arrivals
+
+
+def one_pod(age_h: float, limit_h: float | None = None):
+    """One 8-GPU node held by one Job pod of queue "q" that has run ``age_h`` hours."""
+    return snapshot([node("n0")], [pod("p0", "n0", gpu=8, gang="Job/default/j0", owner_kind="Job", queue="q",
+                                       start_time=NOW - age_h * H,
+                                       runtime_limit_s=None if limit_h is None else limit_h * H)])
+
+
+def history_of(**runs):
+    """A RuntimeHistory: ``queue=[(run_h, limit_h or None, count), ...]`` for owner kind Job."""
+    h = RuntimeHistory()
+    for queue, spec in runs.items():
+        for run_h, limit_h, count in spec:
+            for _ in range(count):
+                h.add(queue, "Job", run_h * H, None if limit_h is None else limit_h * H)
+    return h
+
+
+def test_pod_without_limit_uses_learned_runtimes_given_its_age():
+    hist = history_of(q=[(10, None, 30)])                      # every run of the key took 10 h
+    est = estimate_wait(one_pod(4), whole_node_gang(1), NOW, history=hist)
+    assert not est.unknown and est.known_share == 1.0
+    assert est.p50_s == pytest.approx(6 * H, rel=0.02)         # 4 h done, 6 h to go
+    assert estimate_wait(one_pod(9), whole_node_gang(1), NOW, history=hist).p50_s == pytest.approx(1 * H, rel=0.05)
+    assert estimate_wait(one_pod(4), whole_node_gang(1), NOW).unknown   # no limit, no history
+
+
+def test_limited_pod_remaining_is_the_learned_ratio_given_its_age_capped_by_its_limit():
+    # 24 runs under a 10 h limit took 2 h; 6 were killed at the limit.
+    hist = history_of(q=[(2, 10, 24), (10, 10, 6)])
+    young = estimate_wait(one_pod(1, limit_h=10), whole_node_gang(1), NOW, history=hist)
+    assert young.p50_s == pytest.approx(1 * H, rel=0.05)       # most likely a 2 h run: 1 h left
+    assert young.p90_s == pytest.approx(9 * H, rel=5e-3)       # else it runs to its limit
+    old = estimate_wait(one_pod(3, limit_h=10), whole_node_gang(1), NOW, history=hist)
+    # past the 2 h runs: it is one of those killed at the limit, 7 h from now
+    assert old.p50_s == pytest.approx(7 * H, rel=5e-3) and old.p90_s == pytest.approx(7 * H, rel=5e-3)
+    assert old.earliest_start_s == pytest.approx(7 * H)
+    # without history the log-uniform prior answers (median total √(a·L) with limit_mass 0)
+    prior = estimate_wait(one_pod(3, limit_h=10), whole_node_gang(1), NOW)
+    assert prior.p50_s < 4 * H
+
+
+def test_runs_still_going_count_as_censored_observations():
+    # The history has seen only 1 h runs end (it is young); 20 gangs of the same key have been
+    # running for 30 h. Ours has run 2 h: it is one of the long ones (Kaplan–Meier), not a 1 h
+    # run about to end.
+    hist = history_of(q=[(1, None, 20)])
+    nodes = [node("n0")] + [node(f"m{i}") for i in range(20)]
+    pods = [pod("p0", "n0", gpu=8, gang="Job/default/j0", owner_kind="Job", queue="q", start_time=NOW - 2 * H)]
+    pods += [pod(f"o{i}", f"m{i}", gpu=8, gang=f"Job/default/o{i}", owner_kind="Job", queue="q",
+                 start_time=NOW - 30 * H) for i in range(20)]
+    only_n0 = np.array([True] + [False] * 20)
+    est = estimate_wait(snapshot(nodes, pods), whole_node_gang(1), NOW, history=hist, eligible=only_n0)
+    assert est.p50_s == pytest.approx(28 * H, rel=0.02)
+    assert estimate_wait(one_pod(2), whole_node_gang(1), NOW, history=hist).p50_s < 0.5 * H
+
+
+def test_gang_ahead_reserves_nodes_for_its_learned_run_time():
+    hist = history_of(q=[(2, None, 30)], hi=[(3, None, 30)])   # running: 2 h runs; the gang ahead: 3 h
+    snap = snapshot([node("n0"), node("n1")],
+                    [pod(f"p{i}", f"n{i}", gpu=8, gang=f"Job/default/j{i}", owner_kind="Job", queue="q",
+                         start_time=NOW) for i in range(2)])
+    alone = estimate_wait(snap, whole_node_gang(1), NOW, history=hist)
+    assert alone.p50_s == pytest.approx(2 * H, rel=0.05)
+    # A 2-node gang ahead takes both nodes when they free (≈2 h) and holds them 3 h.
+    est = estimate_wait(snap, whole_node_gang(1), NOW, history=hist,
+                        ahead=[AheadGang("Job/default/hi", 2, None, "hi", "Job", 100)])
+    assert est.p50_s == pytest.approx(5 * H, rel=0.05) and 5 * H <= est.p90_s <= 5.5 * H
+    assert est.earliest_start_s is None                     # no limits: the Slurm bound is unknown
+    # A 1-node gang ahead takes the first node to free; ours gets the other one.
+    one = estimate_wait(snap, whole_node_gang(1), NOW, history=hist,
+                        ahead=[AheadGang("Job/default/hi", 1, None, "hi", "Job", 100)])
+    assert one.p50_s == pytest.approx(2 * H, rel=0.05)
+
+
+def test_gang_ahead_on_partly_used_nodes_takes_the_first_fully_free_node():
+    # Two nodes, each with two 4-GPU pods ending at (1 h, 5 h) and (2 h, 3 h) (learned run
+    # times, no limits). Ours needs two 4-GPU pods: alone, the halves freed at 1 h and 2 h.
+    # A 1-node gang ahead (1 h) takes n1, fully free first (3 h), and gives it back at 4 h:
+    # ours gets n0's half at 1 h and n1's two at 4 h.
+    ends = {"n0": (1, 5), "n1": (2, 3)}
+    hist = history_of(**{f"q{e}": [(e, None, 30)] for es in ends.values() for e in es}, hi=[(1, None, 30)])
+    pods = [pod(f"{n}-{k}", n, gpu=4, gang=f"Job/default/{n}{k}", owner_kind="Job", queue=f"q{e}", start_time=NOW)
+            for n, es in ends.items() for k, e in enumerate(es)]
+    snap = snapshot([node("n0"), node("n1")], pods)
+    alone = estimate_wait(snap, gang(pod_set("w", 2, gpu=4)), NOW, history=hist)
+    assert alone.p50_s == pytest.approx(2 * H, rel=0.05)
+    est = estimate_wait(snap, gang(pod_set("w", 2, gpu=4)), NOW, history=hist,
+                        ahead=[AheadGang("Job/default/hi", 1, None, "hi", "Job", 100)])
+    assert est.p50_s == pytest.approx(4 * H, rel=0.05)
+
+
+def test_later_higher_priority_arrivals_pass_a_lower_priority_gang():
+    hist = history_of(q=[(2, None, 30)], hi=[(0.5, None, 30)])
+    hist.observe_from(NOW - 2 * 86400)
+    for i in range(48):            # a 1-node, 30-minute gang of priority 100 every hour for two days
+        hist.add_arrival(f"uid-{i}", f"Job/default/hi{i}", NOW - (i + 0.5) * H, 100, {"nvidia.com/gpu": 8},
+                         "hi", "Job")
+    base = estimate_wait(one_pod(0), whole_node_gang(1), NOW, history=hist)              # priority unknown
+    assert base.p50_s == pytest.approx(2 * H, rel=0.02)
+    low = estimate_wait(one_pod(0), whole_node_gang(1), NOW, history=hist, priority=0)
+    assert low.p50_s > base.p50_s + H and low.p90_s > low.p50_s
+    assert low.as_dict() == estimate_wait(one_pod(0), whole_node_gang(1), NOW, history=hist, priority=0).as_dict()
+    high = estimate_wait(one_pod(0), whole_node_gang(1), NOW, history=hist, priority=100)  # none of higher priority
+    assert (high.p50_s, high.p90_s) == (base.p50_s, base.p90_s)
+
+
+def test_runtime_history_runs_and_arrivals():
+    h = RuntimeHistory(max_arrivals=2)
+    h.add("q", "Job", 3 * H, 10 * H)
+    h.add("q", "Job", 5 * H)
+    runs, limits, finished = h.runs("q", "Job")
+    assert runs.tolist() == [3 * H, 5 * H] and limits[0] == 10 * H and math.isnan(limits[1])
+    assert np.isnan(finished).all() and h.complete_from("q", "Job") == -math.inf
+    h.observe_from(1000.0)
+    h.add_arrival("a-0", "G/a", 2000.0, 5, {"nvidia.com/gpu": 8})
+    h.add_arrival("a-1", "G/a", 2010.0, 5, {"nvidia.com/gpu": 8})
+    h.add_arrival("a-1", "G/a", 2010.0, 5, {"nvidia.com/gpu": 8})      # the same pod again
+    span, got = h.arrivals(3000.0, 86400.0)
+    assert span == 2000.0 and [(g.gang, g.t, g.priority, g.pods) for g in got] == [("G/a", 2000.0, 5, 2)]
+    h.add_arrival("b-0", "G/b", 2500.0, 0, {})
+    h.add_arrival("c-0", "G/c", 2600.0, 0, {})                          # drops G/a (2 gangs kept)
+    span, got = h.arrivals(3000.0, 86400.0)
+    assert span == 1000.0 and [g.gang for g in got] == ["G/b", "G/c"]   # the record is complete from 2000 on
+    span, got = h.arrivals(3000.0, 450.0)
+    assert span == 450.0 and [g.gang for g in got] == ["G/c"]
 
 
 # ------------------------------------------------------------------ lifetime model, history, text
@@ -277,7 +407,7 @@ def test_runtime_history_is_bounded():
     assert h.percentile("q", "Job", 50) == pytest.approx(992.5)
     for k in range(10):
         h.add(f"q{k}", "Job", 5.0)
-    assert len(h) == 3 and h.nbytes <= 3 * 16 * 8
+    assert len(h) == 3 and h.nbytes <= 3 * 16 * 24        # run time, limit and finish per sample
     assert ("q", "Job") not in h.keys()                 # least recently fed evicted
     h.add("x", "Job", float("nan"))
     h.add("x", "Job", -1)

@@ -42,6 +42,7 @@ import random
 import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict
@@ -73,6 +74,12 @@ from .engine.wait import RuntimeHistory
 __all__ = ["LiveCache", "ResourceSpec", "DEFAULT_RESOURCES", "POD_FIELD_SELECTOR", "CacheError", "default_api_client"]
 
 log = logging.getLogger("gangcheck.cache")
+
+#: A gang whose run time was learned this recently is not learned again (its other pods).
+_LEARN_DEDUP_S = 600.0
+_LEARN_DEDUP_KEYS = 4096
+#: A pod ending (not Succeeded) within this of its limit was stopped at the limit.
+_LIMIT_SLACK_S = 60.0
 
 #: Pods that hold resources: the server-side filter the pod informer lists and watches with.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
@@ -462,6 +469,8 @@ class _Informer:
                 log.warning("%s: keeping the previous state of an object: %s", self.spec.name, exc)
                 continue
             ops.append((_obj_key(obj), None) if kv is None else kv)
+            if etype == "ADDED" and kind == "Pod" and kv is not None:
+                self._note_arrival(kv[1])
         if ops:
             self.cache._apply(self, ops)
         self.rv = rv
@@ -475,22 +484,56 @@ class _Informer:
         return n
 
     def _learn_runtime(self, obj: Mapping) -> None:
-        """Feed ``cache.history`` with a pod that finished: runtime = now − status.startTime.
+        """Feed ``cache.history`` with a gang that finished: its run time = now − status.startTime
+        and its limit (activeDeadlineSeconds, Kueue's maximum execution time, the runtime
+        annotation), from which the estimator learns how much of their limit runs use.
 
         A pod reaching Succeeded leaves the watch's field selector and arrives as DELETED at
         once, so the time it is seen stands for its finish time (within the watch's latency).
-        Failed pods and pods deleted while running say nothing about a normal run time.
+        A pod that ends otherwise (Failed, or deleted — Kueue evicts at the maximum execution
+        time) once it has run its limit was stopped at the limit: a run of exactly the limit
+        (the pod projection keeps no status.reason to say DeadlineExceeded). Other failures and
+        deletions say nothing about a normal run time. One sample per gang: its pods end
+        together and the estimator's laws are per gang (a gang learned within the last
+        ``_LEARN_DEDUP_S`` is not learned again).
         """
-        if (obj.get("status") or {}).get("phase") != "Succeeded":
-            return
+        phase = (obj.get("status") or {}).get("phase")
         try:
             p = pod_from_k8s(obj)
         except AdapterError:
             return
-        if p.start_time is not None:
-            runtime = time.time() - p.start_time
-            if runtime > 0:
-                self.cache.history.add(p.queue, p.owner_kind, runtime)
+        if p.start_time is None:
+            return
+        now = time.time()
+        runtime = now - p.start_time
+        limit = p.runtime_limit_s if p.runtime_limit_s is not None else p.deadline_s
+        if phase != "Succeeded":
+            if limit is None or runtime < limit - _LIMIT_SLACK_S:
+                return
+            runtime = limit
+        if runtime <= 0:
+            return
+        key = p.gang or f"Pod/{p.namespace}/{p.name}"
+        learned = self.cache._learned
+        with self.cache._learned_lock:
+            last = learned.get(key)
+            if last is not None and now - last < _LEARN_DEDUP_S:
+                return
+            learned[key] = now
+            learned.move_to_end(key)
+            while len(learned) > _LEARN_DEDUP_KEYS:
+                learned.popitem(last=False)
+        self.cache.history.add(p.queue, p.owner_kind, runtime, limit, now)
+
+    def _note_arrival(self, p) -> None:
+        """Feed ``cache.history`` with a pod the watch saw ADDED (created), at the cache's clock:
+        gang arrivals, the estimator's rate of later higher-priority submissions. Pods of the
+        first LIST and of a relist are not arrivals (the pod projection keeps no
+        creationTimestamp to tell when they were created)."""
+        limit = p.runtime_limit_s if p.runtime_limit_s is not None else p.deadline_s
+        member = f"{p.namespace}/{p.name}"
+        self.cache.history.add_arrival(member, p.gang or f"Pod/{member}", time.time(), p.priority, p.requests,
+                                       p.queue, p.owner_kind, limit)
 
     # ---------------------------------------------------------- projection
     def _convert(self, obj: Mapping) -> tuple[Any, Any] | None:
@@ -627,9 +670,13 @@ class LiveCache:
         self.freeze_gc = freeze_gc
         self.source = source
 
-        #: Run times of pods seen finishing (Succeeded), per (queue, owner kind): the expected-
-        #: wait estimator's learned limits for pods without a declared one. Bounded memory.
+        #: What the expected-wait estimator learns from: run times of gangs seen finishing
+        #: (Succeeded, or stopped at their limit) per (queue, owner kind), with their limits,
+        #: and pods the watch sees created (gang arrivals), from now on. Bounded memory.
         self.history = RuntimeHistory()
+        self.history.observe_from(time.time())
+        self._learned: OrderedDict[str, float] = OrderedDict()   # gang → when its run time was learned
+        self._learned_lock = threading.Lock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._changed = threading.Event()

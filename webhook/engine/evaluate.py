@@ -27,7 +27,7 @@ from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
-from .wait import RuntimeHistory, estimate_wait, gangs_ahead
+from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
 
 __all__ = ["EngineOptions", "evaluate", "expected_wait", "DEFAULT_GPU_RESOURCES"]
 
@@ -528,7 +528,8 @@ def evaluate(
         now: the current time, epoch seconds. When given, a Waits verdict carries an expected
             wait (``wait.estimate_wait``: limit-based earliest start and a p50/p90 band); the
             engine itself has no clock.
-        history: learned run times per (queue, owner kind) for pods without a limit.
+        history: what the cluster did lately (``wait.RuntimeHistory``): run times learned per
+            (queue, owner kind) and gang arrivals, for the expected wait.
 
     Returns:
         A ``Decision``. "Doesn't fit" is a Decision, never an exception.
@@ -634,7 +635,9 @@ def evaluate(
 
 
 def _expected_wait(snap, gang, now, eligible, history) -> dict[str, Any]:
-    est = estimate_wait(snap, gang, now, history=history, ahead=gangs_ahead(snap, gang, eligible=eligible), eligible=eligible)
+    prio = gang_priority(snap, gang)
+    est = estimate_wait(snap, gang, now, history=history, ahead=gangs_ahead(snap, gang, prio, eligible=eligible),
+                        eligible=eligible, priority=prio)
     return est.as_dict()
 
 
@@ -650,7 +653,8 @@ def expected_wait(
     """The expected wait of ``gang`` (``WaitEstimate.as_dict()``, seconds) on its main pod set's
     eligible nodes now, or None when the gang has no pods. For callers that decided first and
     estimate later (the webhook computes it off the request's critical path). ``flavors`` is
-    the Decision's ``quota["flavors"]`` (pod set → Kueue flavor assigned now).
+    the Decision's ``quota["flavors"]`` (pod set → Kueue flavor assigned now); ``history`` as
+    for ``evaluate``. Gangs ahead and this gang's priority come from ``snap``.
     """
     options = options or EngineOptions()
     pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]

@@ -9,15 +9,34 @@ Two estimates, both in seconds from ``now`` (FIELD-NOTES §5):
   ours starts when the remaining capacity covers all its pods — the K-th earliest free node
   for whole-node pods — and not before the last gang ahead has started. An upper bound with
   respect to running work (jobs end early), not with respect to later higher-priority arrivals.
-* **p50_s / p90_s** — the wait at which ``P(capacity freed ≥ pods needed) ≥ 0.5 / 0.9``.
-  Each running gang's end is a random variable from a lifetime model (``LifetimeModel``): with
-  a known limit L a job's total lifetime is log-uniform up to L plus a point mass at L (jobs
-  killed at their limit), so a job of age a has median total √(a·L); without a limit the
-  runtimes learned for its (queue, owner kind) (``RuntimeHistory``) give the law; else its end
-  is unknown. Nodes held by the same set of gangs free together (they are one unit), different
-  gangs end independently: the freed capacity is a sum of independent weighted steps — a
-  Poisson-binomial tail when every node holds one pod of the shape — computed by a truncated
-  DP, O(units · D) per time point, and searched on t by k-ary bisection vectorised over t.
+* **p50_s / p90_s** — the wait by which the gang has started with probability 0.5 / 0.9, every
+  end being a random variable (``_Law``):
+
+  - a running gang's remaining run time is its *conditional remaining lifetime given its
+    age*, from the runs ``RuntimeHistory`` learned for its (queue, owner kind). With a limit
+    L: the run/limit ratios of finished runs with a limit (weighted towards similar limits),
+    scaled to L — nothing outlives L, and runs that reached their limit are a point mass at
+    it. Without a limit: the run times of finished runs without one. Gangs still running
+    (the snapshot) are censored runs of the same cohort (Kaplan–Meier), so a young history
+    that has seen only short runs end does not read as "all runs are short". Both laws are
+    smoothed by a logistic kernel in log-time (Silverman's bandwidth) and conditioned on
+    T > age. With too little history a known limit falls back to the log-uniform prior
+    (``LifetimeModel``: a job of age a has median total √(a·L)); with neither, the end is
+    unknown;
+  - gangs ahead reserve whole nodes in queue order, as in the limit sweep, and hold them for
+    a run time drawn from the same learned law at age 0;
+  - gangs of higher priority submitted later pass ours and same-priority gangs ahead of it
+    (FIFO with priority): a Poisson stream at the rate ``RuntimeHistory`` observed over the
+    last ``LifetimeModel.arrival_window_s``, sizes, queues and limits bootstrapped from it.
+
+  Without gangs ahead or later arrivals the band is exact under independence: nodes held by
+  the same gangs free together (one unit), different gangs end independently, so the freed
+  capacity is a sum of independent weighted steps — a Poisson-binomial tail when every node
+  holds one pod of the shape — computed by a truncated DP, O(units · D) per time point, and
+  searched on t by k-ary bisection vectorised over t. Otherwise the sweep is replayed on
+  ``LifetimeModel.samples`` joint draws (stratified per gang, a fixed seed: the answer is a
+  function of the inputs) and p50/p90 are the empirical quantiles of our start, never below
+  the DP's answer without them (a gang ahead never makes ours start earlier).
 
 Pure: no clock (``now`` is an argument, epoch seconds), no I/O. Units: seconds throughout.
 """
@@ -39,10 +58,12 @@ from .snapshot import ClusterSnapshot
 
 __all__ = [
     "AheadGang",
+    "GangArrival",
     "LifetimeModel",
     "RuntimeHistory",
     "WaitEstimate",
     "estimate_wait",
+    "gang_priority",
     "gangs_ahead",
     "format_duration",
     "PERMANENT_OWNERS",
@@ -55,6 +76,14 @@ PERMANENT_OWNERS = frozenset({"DaemonSet", "Node"})
 #: Default search horizon: a wait beyond it is reported as "more than" the horizon.
 DEFAULT_HORIZON_S = 30 * 86400.0
 _GPU_HINTS = ("nvidia.com/", "amd.com/gpu", "gpu")
+#: Seed of the joint draws: the same inputs give the same estimate.
+_SEED = 0x6A7C5EED
+#: A run within 0.1 % of its limit reached it (was killed at it, or was sized to it).
+_AT_LIMIT = 0.999
+#: Logistic scale with the standard deviation of a Gaussian kernel of bandwidth 1.
+_LOGISTIC = math.sqrt(3.0) / math.pi
+#: Smallest kernel bandwidth in log-time (a factor of ~1.05).
+_MIN_BANDWIDTH = 0.05
 
 
 # ---------------------------------------------------------------- formatting
@@ -93,6 +122,8 @@ class AheadGang:
         limit_s: its run-time limit in seconds (activeDeadlineSeconds, Kueue maximum execution
             time, the runtime annotation), None when unknown.
         queue / owner_kind: the key its runtime is learned under in ``RuntimeHistory``.
+        priority: its priority. A later arrival of higher priority passes it only when this is
+            at most ours (a same-priority gang earlier in the queue); None counts as higher.
     """
 
     name: str
@@ -100,31 +131,66 @@ class AheadGang:
     limit_s: float | None = None
     queue: str = ""
     owner_kind: str = ""
+    priority: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangArrival:
+    """A gang submitted in the observed window (``RuntimeHistory.arrivals``).
+
+    Attributes: ``gang`` its key; ``t`` its first pod's creation, epoch seconds; ``priority``;
+    ``pods`` recorded; ``requests`` one pod's requests (scheduler units); ``queue`` /
+    ``owner_kind`` its runtime key; ``limit_s`` its run-time limit in seconds (None: none).
+    """
+
+    gang: str
+    t: float
+    priority: int
+    pods: int
+    requests: Mapping[str, int]
+    queue: str = ""
+    owner_kind: str = ""
+    limit_s: float | None = None
 
 
 @dataclass(frozen=True)
 class LifetimeModel:
-    """How long a running job still runs, given its age and its limit (seconds).
+    """How long running and queued jobs run (seconds): the knobs of the learned law.
 
-    Known limit L: total lifetime T = L with probability ``limit_mass`` (the job is killed at
-    its limit, or was sized to it), else log-uniform on [min(floor_s, L), L]. Conditioned on
-    T > age, so a job of age a ≥ floor_s with ``limit_mass`` 0 has median total √(a·L)
-    (FIELD-NOTES §5). A job past its limit ends at once.
-    Unknown limit: the conditional empirical law of the runtimes in ``RuntimeHistory`` for its
-    (queue, owner kind) when at least ``min_history`` are known and some outlived the job's age;
-    else unknown (never frees within the horizon, counted in ``WaitEstimate.known_share``).
-    ``band_plan_quantile``: for p90, gangs ahead are planned with their run times (and the
-    running gangs' ends) at this quantile rather than the median — the spread of their start
-    times, which the DP over nodes alone does not carry. Calibrated by bench/wait_accuracy.py.
+    * ``floor_s``, ``limit_mass`` — the prior for a job with a known limit L when its (queue,
+      owner kind) has fewer than ``min_history`` finished runs with a limit: total lifetime
+      T = L with probability ``limit_mass`` (killed at its limit, or sized to it), else
+      log-uniform on [min(floor_s, L), L]; conditioned on T > age, so a job of age a ≥ floor_s
+      with ``limit_mass`` 0 has median total √(a·L) (FIELD-NOTES §5). Past its limit a job
+      ends at once.
+    * ``min_history`` — finished runs of a key needed before they are trusted (counted among
+      runs with a limit for a job with one, among runs without — else all runs — for a job
+      without).
+    * ``limit_width`` — how alike two limits must be for one run's ratio run/limit to inform
+      another: weight exp(−|ln(L_i / L)| / limit_width); 0.5 gives a limit twice as long
+      weight e^−1.4 ≈ 0.25 (users round limits to a few values, and the rounding shapes the
+      ratio).
+    * ``bandwidth_scale`` — multiplies Silverman's rule of thumb (0.9 · min(sd, IQR/1.34) ·
+      n^−1/5) for the log-time kernel.
+    * ``samples`` — joint draws when gangs ahead or later arrivals make the band a simulation
+      (fewer on large pools: at most 2^18 node-draws, at least 64).
+    * ``arrival_window_s`` — the window over which the rate of higher-priority arrivals is
+      measured; ``min_arrival_span_s`` — the observation needed before they are modelled.
+
+    Chosen on ``bench/wait_accuracy.py --seed 1`` (calibration); the report uses ``--seed 0``.
     """
 
     floor_s: float = 600.0
     limit_mass: float = 0.1
     min_history: int = 20
-    band_plan_quantile: float = 0.65
+    limit_width: float = 0.5
+    bandwidth_scale: float = 1.0
+    samples: int = 512
+    arrival_window_s: float = 7 * 86400.0
+    min_arrival_span_s: float = 86400.0
 
     def residual_cdf(self, age_s: float, limit_s: float, t: np.ndarray) -> np.ndarray:
-        """P(the job ends within ``t`` more seconds | it has run ``age_s`` of at most ``limit_s``)."""
+        """Prior: P(the job ends within ``t`` more seconds | it has run ``age_s`` of at most ``limit_s``)."""
         t = np.asarray(t, dtype=float)
         a = max(0.0, age_s)
         L = float(limit_s)
@@ -141,25 +207,29 @@ class LifetimeModel:
         cont = (1 - q) * (np.log(x) - math.log(a_eff)) / span / surv
         return np.where(a + t >= L, 1.0, np.clip(cont, 0.0, 1.0))
 
-    def residual_quantile(self, age_s: float, limit_s: float, q: float) -> float:
-        """Remaining run time (s) by which the job has ended with probability ``q``
-        (closed form of ``residual_cdf`` = q; the limit when the point mass is reached)."""
+    def residual_quantile(self, age_s: float, limit_s: float, q: float | np.ndarray) -> float | np.ndarray:
+        """Prior: remaining run time (s) by which the job has ended with probability ``q``
+        (closed form of ``residual_cdf`` = q; the limit once the point mass is reached).
+        ``q`` may be an array (then so is the answer)."""
+        qa = np.asarray(q, dtype=float)
         a = max(0.0, age_s)
         L = float(limit_s)
-        if a >= L:
-            return 0.0
         lo = min(self.floor_s, L)
         m = self.limit_mass
-        if L <= lo or m >= 1:
-            return L - a
-        span = math.log(L / lo)
-        a_eff = max(a, lo)
-        surv = m + (1 - m) * (math.log(L) - math.log(a_eff)) / span
-        x = a_eff * math.exp(q * surv * span / (1 - m))
-        return max(0.0, min(x, L) - a)
+        if a >= L:
+            out = np.zeros_like(qa)
+        elif L <= lo or m >= 1:
+            out = np.full_like(qa, L - a)
+        else:
+            span = math.log(L / lo)
+            a_eff = max(a, lo)
+            surv = m + (1 - m) * (math.log(L) - math.log(a_eff)) / span
+            x = a_eff * np.exp(qa * surv * span / (1 - m))
+            out = np.maximum(0.0, np.minimum(x, L) - a)
+        return float(out) if np.ndim(q) == 0 else out
 
     def residual_median(self, age_s: float, limit_s: float) -> float:
-        """Median remaining run time in seconds (``residual_quantile`` at 0.5)."""
+        """Prior: median remaining run time in seconds (``residual_quantile`` at 0.5)."""
         return self.residual_quantile(age_s, limit_s, 0.5)
 
 
@@ -167,28 +237,50 @@ DEFAULT_MODEL = LifetimeModel()
 
 
 class RuntimeHistory:
-    """Observed run times (seconds) of finished pods, per (queue, owner kind); bounded memory.
+    """What the cluster did lately: finished runs per (queue, owner kind), and gang arrivals.
+    Bounded memory; pure (no clock: every time is the caller's); a lock makes feeding from a
+    watch thread while an admission reads safe.
 
-    Each key keeps a fixed-size ring of its last ``per_key`` runtimes; at most ``max_keys``
-    keys are kept, the least recently fed one evicted first, so memory never exceeds
-    ``max_keys × per_key × 8`` bytes of samples. Pure (no clock); a lock makes feeding from a
-    watch thread while an admission reads safe. The cache feeds it with
-    ``add(queue, owner_kind, finish − start)`` for every pod it sees finish.
+    Runs: each key keeps a ring of its last ``per_key`` (run time, limit, finish time) triples
+    in seconds (the limit NaN when the run had none, the finish NaN when not given); at most
+    ``max_keys`` keys, the least recently fed evicted first — at most ``max_keys × per_key ×
+    24`` bytes of samples. The cache calls ``add(queue, owner_kind, finish − start, limit,
+    finish)`` once per gang that finishes. ``observe_from`` says since when the record is
+    complete, so the estimator can pair the runs that started since with those still running.
+
+    Arrivals: ``add_arrival`` records pods as they are created, per gang (at most
+    ``max_arrivals`` gangs, the oldest dropped first); ``arrivals`` gives the gangs submitted
+    in a window and how long the record covers, from which the estimator takes the rate of
+    higher-priority arrivals. The cache calls it for every pod it sees created lately.
     """
 
-    def __init__(self, per_key: int = 256, max_keys: int = 512) -> None:
-        if per_key < 1 or max_keys < 1:
-            raise ValueError("per_key and max_keys must be ≥ 1")
+    def __init__(self, per_key: int = 256, max_keys: int = 512, max_arrivals: int = 4096) -> None:
+        if per_key < 1 or max_keys < 1 or max_arrivals < 1:
+            raise ValueError("per_key, max_keys and max_arrivals must be ≥ 1")
         self.per_key = per_key
         self.max_keys = max_keys
-        self._rings: OrderedDict[tuple[str, str], list] = OrderedDict()  # key → [array, n_seen]
+        self.max_arrivals = max_arrivals
+        self._rings: OrderedDict[tuple[str, str], list] = OrderedDict()  # key → [runs, limits, finishes, n_seen]
         self._sorted: dict[tuple[str, str], np.ndarray] = {}
+        self._triples: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # gang → [first t, priority, pods, requests, queue, owner kind, limit]; members seen
+        self._gangs: OrderedDict[str, list] = OrderedDict()
+        self._members: OrderedDict[str, None] = OrderedDict()
+        self._observed_from: float | None = None
+        self._arrivals_from = -math.inf   # gangs before it may have been dropped
         self._lock = threading.Lock()
 
-    def add(self, queue: str, owner_kind: str, runtime_s: float) -> None:
-        """Record one finished run of ``runtime_s`` seconds (ignored unless finite and > 0)."""
+    # ------------------------------------------------------------ runs
+
+    def add(self, queue: str, owner_kind: str, runtime_s: float, limit_s: float | None = None,
+            finished_at: float | None = None) -> None:
+        """Record one finished run of ``runtime_s`` seconds (ignored unless finite and > 0),
+        which ran under a limit of ``limit_s`` seconds (None, or not finite and > 0: none) and
+        ended at epoch ``finished_at`` (None: unknown)."""
         if not (runtime_s > 0 and math.isfinite(runtime_s)):
             return
+        lim = float(limit_s) if limit_s is not None and limit_s > 0 and math.isfinite(limit_s) else math.nan
+        fin = float(finished_at) if finished_at is not None and math.isfinite(finished_at) else math.nan
         key = (queue or "", owner_kind or "")
         with self._lock:
             ring = self._rings.get(key)
@@ -196,16 +288,20 @@ class RuntimeHistory:
                 if len(self._rings) >= self.max_keys:
                     old, _ = self._rings.popitem(last=False)
                     self._sorted.pop(old, None)
-                ring = self._rings[key] = [np.empty(self.per_key, dtype=np.float64), 0]
+                    self._triples.pop(old, None)
+                ring = self._rings[key] = [np.empty(self.per_key), np.empty(self.per_key), np.empty(self.per_key), 0]
             else:
                 self._rings.move_to_end(key)
-            arr, n = ring
-            arr[n % self.per_key] = runtime_s
-            ring[1] = n + 1
+            runs, lims, fins, n = ring
+            runs[n % self.per_key] = runtime_s
+            lims[n % self.per_key] = lim
+            fins[n % self.per_key] = fin
+            ring[3] = n + 1
             self._sorted.pop(key, None)
+            self._triples.pop(key, None)
 
     def samples(self, queue: str, owner_kind: str) -> np.ndarray:
-        """The kept runtimes of a key, sorted ascending (seconds; empty when none)."""
+        """The kept run times of a key, sorted ascending (seconds; empty when none)."""
         key = (queue or "", owner_kind or "")
         with self._lock:
             hit = self._sorted.get(key)
@@ -214,18 +310,48 @@ class RuntimeHistory:
             ring = self._rings.get(key)
             if ring is None:
                 return np.empty(0)
-            arr, n = ring
-            out = np.sort(arr[: min(n, self.per_key)])
+            out = np.sort(ring[0][: min(ring[3], self.per_key)])
             out.setflags(write=False)
             self._sorted[key] = out
             return out
 
+    def runs(self, queue: str, owner_kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kept runs of a key as three read-only arrays of equal length, in no particular
+        order: run times (s), their limits (s, NaN for a run without one) and finish times
+        (epoch s, NaN when not given)."""
+        key = (queue or "", owner_kind or "")
+        with self._lock:
+            hit = self._triples.get(key)
+            if hit is not None:
+                return hit
+            ring = self._rings.get(key)
+            if ring is None:
+                return np.empty(0), np.empty(0), np.empty(0)
+            n = min(ring[3], self.per_key)
+            out = tuple(a[:n].copy() for a in ring[:3])
+            for a in out:
+                a.setflags(write=False)
+            self._triples[key] = out
+            return out
+
+    def complete_from(self, queue: str, owner_kind: str) -> float:
+        """Epoch seconds since which every run of the key that finished is kept: the oldest
+        kept finish once the ring has dropped runs, else ``observe_from``'s time (−inf when
+        neither is known)."""
+        key = (queue or "", owner_kind or "")
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is not None and ring[3] > self.per_key:
+                fins = ring[2]
+                return -math.inf if np.isnan(fins).any() else float(fins.min())
+            return -math.inf if self._observed_from is None else self._observed_from
+
     def count(self, queue: str, owner_kind: str) -> int:
-        """Runtimes kept for a key (≤ ``per_key``)."""
+        """Runs kept for a key (≤ ``per_key``)."""
         return len(self.samples(queue, owner_kind))
 
     def percentile(self, queue: str, owner_kind: str, q: float) -> float | None:
-        """The ``q``-th percentile (0–100) of a key's runtimes in seconds, None without samples."""
+        """The ``q``-th percentile (0–100) of a key's run times in seconds, None without samples."""
         s = self.samples(queue, owner_kind)
         return float(np.percentile(s, q)) if len(s) else None
 
@@ -236,12 +362,62 @@ class RuntimeHistory:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by sample arrays (the bounded part of the memory)."""
+        """Bytes held by run sample arrays (the bounded part of the memory)."""
         with self._lock:
-            return sum(r[0].nbytes for r in self._rings.values())
+            return sum(r[0].nbytes + r[1].nbytes + r[2].nbytes for r in self._rings.values())
 
     def __len__(self) -> int:
         return len(self._rings)
+
+    # ------------------------------------------------------------ arrivals
+
+    def observe_from(self, t: float) -> None:
+        """Say that the record is complete from epoch ``t`` on (when the recorder started): every
+        run that finished and every arrival since is fed. The arrival rate's window never
+        reaches before it (without it, the first arrival's time counts), and the runs that
+        started since are paired with those still running (``complete_from``)."""
+        with self._lock:
+            self._observed_from = float(t)
+
+    def add_arrival(self, member: str, gang: str, t: float, priority: int, requests: Mapping[str, int],
+                    queue: str = "", owner_kind: str = "", limit_s: float | None = None, pods: int = 1) -> None:
+        """Record that ``pods`` pod(s) of gang ``gang`` (one pod's ``requests``, kept by
+        reference: pass an immutable mapping) were created at epoch ``t``. ``member`` names
+        them uniquely (a pod's uid): recording a member seen lately again does nothing. Kept:
+        the last ``max_arrivals`` gangs and ``8 × max_arrivals`` members."""
+        if not math.isfinite(t) or pods < 1:
+            return
+        with self._lock:
+            if member in self._members:
+                return
+            self._members[member] = None
+            if len(self._members) > 8 * self.max_arrivals:
+                self._members.popitem(last=False)
+            key = gang or member
+            g = self._gangs.get(key)
+            if g is None:
+                if len(self._gangs) >= self.max_arrivals:
+                    _, old = self._gangs.popitem(last=False)
+                    self._arrivals_from = max(self._arrivals_from, old[0])
+                self._gangs[key] = [float(t), int(priority), int(pods), requests, queue or "", owner_kind or "", limit_s]
+            else:
+                g[0] = min(g[0], float(t))
+                g[1] = max(g[1], int(priority))
+                g[2] += int(pods)
+
+    def arrivals(self, now: float, window_s: float) -> tuple[float, list[GangArrival]]:
+        """Gangs whose first recorded pod was created in (``now`` − window, ``now``], and the
+        span in seconds the record covers within that window (0 when nothing was recorded):
+        ``len(gangs) / span`` is an arrival rate per second. The record starts at
+        ``observe_from`` (else at its first arrival) and after any gang it dropped."""
+        with self._lock:
+            if not self._gangs:
+                return 0.0, []
+            first = min(g[0] for g in self._gangs.values()) if self._observed_from is None else self._observed_from
+            lo = max(now - window_s, first, self._arrivals_from)
+            out = [GangArrival(k, g[0], g[1], g[2], g[3], g[4], g[5], g[6])
+                   for k, g in self._gangs.items() if lo < g[0] <= now]
+        return max(0.0, now - lo), out
 
 
 # ---------------------------------------------------------------- output
@@ -316,8 +492,9 @@ class _Group:
     owner_kind: str
     pods: int = 0
     known: bool = False
-    median: float = math.inf     # median remaining run time, s (inf when unknown)
-    hist: np.ndarray | None = None
+    median: float | None = None  # median remaining run time, s (inf when unknown); lazily
+    age: float = 0.0             # s run so far
+    law: _Law | None = None
 
 
 @dataclass
@@ -365,45 +542,237 @@ def _limit_of(p: BoundPod) -> float | None:
     return p.runtime_limit_s if p.runtime_limit_s is not None else p.deadline_s
 
 
-def _group_cdf(g: _Group, now: float, model: LifetimeModel, t: np.ndarray) -> np.ndarray:
-    """P(group ends within t seconds of now), array over t."""
-    if g.limit_end is not None:
-        return model.residual_cdf(now - g.start, g.limit_end - g.start, t)
-    if g.hist is not None:
-        return _hist_residual_cdf(g.hist, now - g.start, t)
-    return np.zeros_like(t)
+# ---------------------------------------------------------------- lifetime laws
 
 
-def _hist_residual_cdf(samples: np.ndarray, age: float, t: np.ndarray) -> np.ndarray:
-    n = len(samples)
-    f_age = np.searchsorted(samples, age, side="right") / n
-    alive = 1.0 - f_age
-    if alive <= 0:
-        return np.zeros_like(t)
-    f = np.searchsorted(samples, age + t, side="right") / n
-    return np.clip((f - f_age) / alive, 0.0, 1.0)
+class _Law:
+    """The law of one job's total run time T (seconds), asked about at an age a (given T > a).
+
+    Forms: ``"mix"`` — P(T > x) = pm + Σ w_i σ((c_i − ln x)/s) for x below the cap L, 0 from
+    L on (no cap: pm = 0): logistic kernels in log-time at the learned runs (c_i = ln t_i), a
+    point mass pm at L for runs that reached their limit; ``"prior"`` — ``LifetimeModel``'s
+    log-uniform law under the limit L; ``"unknown"`` — the end is not known (never frees).
+    """
+
+    __slots__ = ("form", "cap", "c", "logw", "s", "log_pm", "model")
+
+    def __init__(self, form: str, cap: float | None = None, c: np.ndarray | None = None,
+                 logw: np.ndarray | None = None, s: float = 1.0, log_pm: float = -math.inf,
+                 model: LifetimeModel | None = None) -> None:
+        self.form = form
+        self.cap = cap
+        self.c = np.empty(0) if c is None else c
+        self.logw = np.empty(0) if logw is None else logw
+        self.s = s
+        self.log_pm = log_pm
+        self.model = model
+
+    @property
+    def known(self) -> bool:
+        return self.form != "unknown"
+
+    def _log_surv(self, x: np.ndarray) -> np.ndarray:
+        """ln P(T > x) for the mixture, array over x (seconds)."""
+        x = np.asarray(x, dtype=float)
+        if len(self.c):
+            z = (np.log(np.maximum(x, 1e-9))[..., None] - self.c) / self.s
+            out = np.logaddexp.reduce(self.logw - np.logaddexp(0.0, z), axis=-1)
+        else:
+            out = np.full(x.shape, -math.inf)
+        if self.cap is not None:
+            out = np.where(x >= self.cap, -math.inf, np.logaddexp(out, self.log_pm))
+        return out
+
+    def cdf(self, age: float, t: np.ndarray) -> np.ndarray:
+        """P(T ≤ age + t | T > age): the job has ended within ``t`` more seconds, array over t."""
+        t = np.asarray(t, dtype=float)
+        if self.form == "unknown":
+            return np.zeros_like(t)
+        if self.form == "prior":
+            return self.model.residual_cdf(age, self.cap, t)
+        a = max(0.0, age)
+        la = float(self._log_surv(np.array([a]))[0])
+        if la == -math.inf:
+            return np.ones_like(t)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.clip(1.0 - np.exp(self._log_surv(a + t) - la), 0.0, 1.0)
+
+    def sample(self, age: float, u1: np.ndarray, u2: np.ndarray) -> np.ndarray:
+        """Remaining run times (s) given T > age, one per pair of uniforms (inverse CDF: ``u1``
+        picks the kernel by its weight given T > age, ``u2`` the point in its truncated tail).
+        inf when unknown."""
+        if self.form == "unknown":
+            return np.full(len(u1), math.inf)
+        a = max(0.0, age)
+        if self.form == "prior":
+            return self.model.residual_quantile(a, self.cap, u1)
+        if self.cap is not None and a >= self.cap:
+            return np.zeros(len(u1))
+        lx = math.log(max(a, 1e-9))
+        lg = -np.logaddexp(0.0, (lx - self.c) / self.s)        # ln P(kernel i > age)
+        parts = np.append(self.logw + lg, self.log_pm if self.cap is not None else -math.inf)
+        top = parts.max()
+        if top == -math.inf:
+            return np.full(len(u1), math.inf)
+        cum = np.cumsum(np.exp(parts - top))
+        k = np.minimum(np.searchsorted(cum / cum[-1], u1, side="right"), len(parts) - 1)
+        out = np.full(len(u1), math.inf if self.cap is None else self.cap)
+        comp = k < len(self.c)
+        kk = k[comp]
+        with np.errstate(divide="ignore"):
+            log_tail = lg[kk] + np.log1p(-np.minimum(u2[comp], 1 - 1e-12))   # ln(1 − F) at the draw
+            log_head = np.log1p(-np.exp(log_tail))                             # ln F at the draw
+            x = np.exp(self.c[kk] + self.s * (log_head - log_tail))
+        out[comp] = x if self.cap is None else np.minimum(x, self.cap)
+        return np.maximum(out - a, 0.0)
+
+    def median(self, age: float) -> float:
+        """Median remaining run time (s) given T > age (inf when unknown); for ordering ends."""
+        if self.form == "unknown":
+            return math.inf
+        if self.form == "prior":
+            return self.model.residual_median(age, self.cap)
+        ts = _MEDIAN_GRID
+        c = self.cdf(age, ts)
+        j = int(np.searchsorted(c, 0.5))
+        if j >= len(ts):
+            return math.inf
+        if j == 0:
+            return float(ts[0])
+        lo, hi = c[j - 1], c[j]
+        f = 0.0 if hi <= lo else (0.5 - lo) / (hi - lo)
+        return float(ts[j - 1] * (ts[j] / ts[j - 1]) ** f)
 
 
-def _hist_residual_median(samples: np.ndarray, age: float) -> float:
-    older = samples[np.searchsorted(samples, age, side="right"):]
-    if len(older) == 0:
-        return math.inf
-    return _sorted_quantile(older, 0.5) - age
+_UNKNOWN = _Law("unknown")
+_MEDIAN_GRID = np.geomspace(1.0, 1e9, 181)
 
 
-def _lifetime(g: _Group, now: float, model: LifetimeModel, history: RuntimeHistory | None) -> None:
-    """Fill ``known``/``median``/``hist`` of a group."""
-    age = max(0.0, now - g.start)
-    if g.limit_end is not None:
-        g.known = True
-        g.median = model.residual_median(age, g.limit_end - g.start)
-        return
+def _bandwidth(logs: np.ndarray) -> float:
+    """Silverman's rule of thumb on log-times: 0.9 · min(sd, IQR/1.34) · n^−1/5."""
+    n = len(logs)
+    if n < 2:
+        return 0.5
+    sd = float(np.std(logs))
+    q75, q25 = np.percentile(logs, [75, 25])
+    iqr = float(q75 - q25) / 1.34
+    spread = min(sd, iqr) if iqr > 0 else sd
+    return max(0.9 * spread * n ** -0.2, _MIN_BANDWIDTH)
+
+
+def _kaplan_meier(ev: np.ndarray, w_ev: np.ndarray, cens: np.ndarray, w_cens: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weighted Kaplan–Meier: the probability mass at each event value ``ev`` (weights
+    ``w_ev``) when ``cens`` (weights ``w_cens``) are right-censored values (still running at
+    that age), and the mass left beyond the last event. Events sort before censored values
+    at a tie. Without censored values the masses are the normalised weights."""
+    if not len(cens):
+        tot = float(w_ev.sum())
+        return w_ev / tot, 0.0
+    vals = np.concatenate([ev, cens])
+    wts = np.concatenate([w_ev, w_cens])
+    is_ev = np.concatenate([np.ones(len(ev), dtype=bool), np.zeros(len(cens), dtype=bool)])
+    order = np.lexsort((~is_ev, vals))
+    wts_o, is_ev_o = wts[order], is_ev[order]
+    at_risk = np.cumsum(wts_o[::-1])[::-1]
+    h = np.where(is_ev_o, wts_o / np.maximum(at_risk, 1e-300), 0.0)
+    surv_after = np.cumprod(1.0 - h)
+    surv_before = np.concatenate([[1.0], surv_after[:-1]])
+    mass = np.empty(len(vals))
+    mass[order] = surv_before * h
+    return mass[: len(ev)], float(surv_after[-1])
+
+
+_CENSORED = "censored"
+_NOW = "now"
+
+
+def _running_ages(snap: ClusterSnapshot, now: float) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """Per (queue, owner kind): the ages (s) and limits (s, NaN: none) of the gangs running
+    now — runs not finished yet, right-censored observations for the learned laws. The start
+    times are remembered on the snapshot (one pass over its pods per snapshot)."""
+    starts = snap.recall(("wait.running_starts",))
+    if starts is None:
+        by: dict[str, list] = {}
+        for p in snap.pods:
+            if not p.node_name or p.start_time is None or p.owner_kind in PERMANENT_OWNERS:
+                continue
+            key = p.gang or f"Pod/{p.namespace}/{p.name}"
+            lim = _limit_of(p)
+            g = by.get(key)
+            if g is None:
+                by[key] = [p.queue, p.owner_kind, p.start_time, lim]
+            else:
+                g[2] = min(g[2], p.start_time)
+                g[3] = None if g[3] is None or lim is None else max(g[3], lim)
+        per: dict[tuple[str, str], tuple[list, list]] = {}
+        for queue, kind, start, lim in by.values():
+            t, lims = per.setdefault((queue, kind), ([], []))
+            t.append(start)
+            lims.append(math.nan if lim is None else lim)
+        starts = snap.remember(("wait.running_starts",), {k: (np.array(a), np.array(b)) for k, (a, b) in per.items()})
+    return {k: (np.maximum(0.0, now - t), lims) for k, (t, lims) in starts.items()}
+
+
+def _law_for(history: RuntimeHistory | None, model: LifetimeModel, queue: str, owner_kind: str,
+             limit_s: float | None, memo: dict) -> _Law:
+    """The law of a job of (queue, owner kind) under limit ``limit_s`` (None: none) — see
+    ``_Law`` and the module doc. Memoised in ``memo`` for one estimate.
+
+    ``memo[_CENSORED]`` (``_running_ages``, at ``memo[_NOW]``) adds the runs still going as
+    censored observations (Kaplan–Meier) — on one cohort, the runs that started since the
+    history is complete (``RuntimeHistory.complete_from``): finished ones are in the
+    history, the others are running. So a young history, which has only seen the short runs
+    end, is not read as "all runs are short", and an old one does not count the long runs
+    twice."""
+    key = (queue, owner_kind, limit_s)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    law = None
     if history is not None:
-        s = history.samples(g.queue, g.owner_kind)
-        if len(s) >= model.min_history and s[-1] > age:
-            g.hist = s
-            g.known = True
-            g.median = _hist_residual_median(s, age)
+        runs, lims, fins = history.runs(queue, owner_kind)
+        since = history.complete_from(queue, owner_kind)
+        cohort = ~(fins - runs < since - 1.0)          # started since (NaN: unknown, kept)
+        runs, lims = runs[cohort], lims[cohort]
+        has = np.isfinite(lims)
+        c_age, c_lim = memo.get(_CENSORED, {}).get((queue, owner_kind), (np.empty(0), np.empty(0)))
+        if len(c_age) and math.isfinite(since):
+            keep = c_age <= memo.get(_NOW, math.inf) - since + 1.0
+            c_age, c_lim = c_age[keep], c_lim[keep]
+        c_has = np.isfinite(c_lim)
+        if limit_s is not None:
+            if int(has.sum()) >= model.min_history:
+                r, lim = runs[has], lims[has]
+                ratio = np.minimum(r / lim, 1.0)
+                at_limit = ratio >= _AT_LIMIT
+                near = lambda x: np.exp(-np.abs(np.log(x / limit_s)) / model.limit_width)  # noqa: E731
+                cl = c_lim[c_has]
+                mass, left = _kaplan_meier(ratio, near(lim), np.minimum(c_age[c_has] / cl, 1.0), near(cl))
+                lr = np.log(ratio[~at_limit])
+                pm = float(mass[at_limit].sum()) + left   # still running after every end: by L
+                with np.errstate(divide="ignore"):
+                    law = _Law("mix", cap=float(limit_s), c=lr + math.log(limit_s), logw=np.log(mass[~at_limit]),
+                               s=_bandwidth(lr) * model.bandwidth_scale * _LOGISTIC,
+                               log_pm=math.log(pm) if pm > 0 else -math.inf)
+        else:
+            own = int((~has).sum()) >= model.min_history
+            use = runs[~has] if own else runs
+            if len(use) >= model.min_history:
+                cens = c_age[~c_has] if own else c_age
+                cens = cens[cens > 0]
+                mass, left = _kaplan_meier(use, np.ones(len(use)), cens, np.ones(len(cens)))
+                c = use
+                if left > 0:   # still running after every end: their ages carry the rest (Efron)
+                    tail = cens[cens >= use.max()]
+                    c = np.concatenate([use, tail])
+                    mass = np.concatenate([mass, np.full(len(tail), left / len(tail))])
+                lx = np.log(c)
+                with np.errstate(divide="ignore"):
+                    law = _Law("mix", c=lx, logw=np.log(mass), s=_bandwidth(np.log(use)) * model.bandwidth_scale * _LOGISTIC)
+    if law is None:
+        law = _Law("prior", cap=float(limit_s), model=model) if limit_s is not None else _UNKNOWN
+    memo[key] = law
+    return law
 
 
 def _levels(u: _Unit, cdf: Mapping[int, np.ndarray], ts: np.ndarray) -> list[np.ndarray]:
@@ -465,6 +834,7 @@ def estimate_wait(
     model: LifetimeModel = DEFAULT_MODEL,
     default_limit_s: float | None = None,
     horizon_s: float = DEFAULT_HORIZON_S,
+    priority: int | None = None,
 ) -> WaitEstimate:
     """Expected wait of ``gang`` on ``snap`` at time ``now`` (epoch seconds); see the module doc.
 
@@ -474,14 +844,19 @@ def estimate_wait(
         gang: the gang; its main pod set (largest device request) and the pods of that exact
             shape are placed (other pod sets — a small launcher — are not waited for).
         now: the evaluation time in epoch seconds (the caller's clock; the engine has none).
-        history: learned runtimes for pods without a limit (``RuntimeHistory``), optional.
+        history: what the cluster did lately (``RuntimeHistory``): finished runs per (queue,
+            owner kind), which give every running or queued gang its run-time law, and gang
+            arrivals, which give the rate of later higher-priority arrivals. Optional: without
+            it, limits and the ``LifetimeModel`` prior only, and no later arrivals.
         ahead: gangs that start before this one, in the order they start (``gangs_ahead``).
         eligible: bool mask [nodes] of nodes the main pod set may use now (the engine's
             ``now_mask``); default: kube-scheduler's label/taint filters for the pod set.
-        model: the lifetime model for pods with a known limit.
+        model: the lifetime model's knobs (``LifetimeModel``).
         default_limit_s: limit assumed for pods without one in the limit-based sweep only
             (Slurm's partition DefaultTime); None = their end is unknown.
         horizon_s: the longest wait searched for p50/p90.
+        priority: this gang's priority (``gang_priority``); later arrivals of strictly higher
+            priority pass it. None: later arrivals are not modelled.
 
     Returns:
         ``WaitEstimate`` (all zero when the gang fits now and nothing is ahead).
@@ -567,11 +942,21 @@ def estimate_wait(
             node_groups[gid] = vecs[r] if acc is None else [x + y for x, y in zip(acc, vecs[r])]
         node_chain.append((row, tuple(node_groups), [node_groups[g] for g in node_groups], c0))
 
+    memo: dict = {_CENSORED: _running_ages(snap, now), _NOW: now} if history is not None else {}
     for g in groups:
-        _lifetime(g, now, model, history)
+        g.age = max(0.0, now - g.start)
+        g.law = _law_for(history, model, g.queue, g.owner_kind,
+                         None if g.limit_end is None else g.limit_end - g.start, memo)
+        g.known = g.law.known
         blocking += g.pods
         known_blocking += g.pods if g.known else 0
     known_share = known_blocking / blocking if blocking else 1.0
+
+    def median_of(gid: int) -> float:
+        g = groups[gid]
+        if g.median is None:
+            g.median = g.law.median(g.age)
+        return g.median
 
     # Order each busy node's groups by median end; compress to rising capacity levels.
     # pool: one entry per useful node: (chain of group ids, steps (prefix length, capacity),
@@ -579,7 +964,7 @@ def estimate_wait(
     pool: list[tuple[tuple[int, ...], tuple[tuple[int, int], ...], int, int, tuple | None]] = [
         ((), (), c, c, None) for c in idle_caps]
     for row, gids, reqs, c0 in node_chain:
-        order = sorted(range(len(gids)), key=lambda j: (groups[gids[j]].median, gids[j]))
+        order = sorted(range(len(gids)), key=lambda j: (median_of(gids[j]), gids[j])) if len(gids) > 1 else [0]
         chain = tuple(gids[j] for j in order)
         cum = list(free_rows[row])
         steps: list[tuple[int, int]] = []
@@ -663,12 +1048,7 @@ def estimate_wait(
     if unknown:
         return WaitEstimate(earliest_s, None, None, known_share, True, blocking, need_pods, fits_now, horizon_s)
 
-    ahead_groups: list[_Group] = []
-    for a in ahead:
-        g = _Group(now, None if a.limit_s is None else now + a.limit_s, a.queue, a.owner_kind)
-        _lifetime(g, now, model, history)
-        ahead_groups.append(g)
-
+    # Without gangs ahead or later arrivals: the exact band (DP over independent units).
     plain_base = sum(full for _, _, _, full, key in pool if key is None)
     plain_mult: dict[tuple, int] = {}
     for *_, key in pool:
@@ -676,98 +1056,267 @@ def estimate_wait(
             plain_mult[key] = plain_mult.get(key, 0) + 1
     plain_units = [_Unit(units[key].chain, units[key].steps, units[key].c0, m) for key, m in plain_mult.items()]
 
-    def band(q: float, plan_q: float) -> tuple[float | None, bool]:
-        """Smallest wait with P(start) ≥ q. Gangs ahead are placed by the sweep with every end
-        at its ``plan_q`` quantile; the nodes they take come back a random time (their
-        lifetime law) after their planned start; the other nodes free by the DP's law."""
-        owner = [-1] * len(pool)
-        starts: list[float] = []
-        if ahead:
-            _, starts, owner = sweep([g.median if plan_q == 0.5 else _group_quantile(g, now, model, plan_q) for g in groups],
-                                     [_fresh_quantile(g, model, plan_q) for g in ahead_groups])
-        last_start = max(starts, default=0.0)
-        if not math.isfinite(last_start):
-            return None, True
-        base = 0
-        mult: dict[tuple, int] = {}
-        back: dict[int, int] = {}
-        for k, (_, _, _, full, key) in enumerate(pool):
-            if owner[k] >= 0:
-                back[owner[k]] = back.get(owner[k], 0) + full
-            elif key is None:
-                base += full
-            else:
-                mult[key] = mult.get(key, 0) + 1
-        unit_list = [_Unit(units[key].chain, units[key].steps, units[key].c0, m) for key, m in mult.items()]
+    def tail_at(ts: np.ndarray) -> np.ndarray:
+        cdf = {gid: groups[gid].law.cdf(groups[gid].age, ts) for u in plain_units for gid in u.chain}
+        return _tail(plain_units, [_levels(u, cdf, ts) for u in plain_units], plain_base, need_pods, len(ts))
 
-        def tail_at(ts: np.ndarray) -> np.ndarray:
-            cdf = {gid: _group_cdf(groups[gid], now, model, ts) for u in plain_units for gid in u.chain}
-            all_units = list(unit_list)
-            probs = [_levels(u, cdf, ts) for u in unit_list]
-            for a_i, w in back.items():
-                s0 = starts[a_i]
-                if not ahead_groups[a_i].known:
-                    continue
-                all_units.append(_Unit((), ((1, w),), 0, 1))
-                ret = np.where(ts >= s0, _lifetime_fresh_cdf(ahead_groups[a_i], model, np.maximum(ts - s0, 0.0)), 0.0)
-                probs.append([np.ones_like(ts), ret])
-            out = _tail(all_units, probs, base, need_pods, len(ts))
-            if ahead:  # a gang ahead never makes ours start earlier than without it
-                out = np.minimum(out, _tail(plain_units, [_levels(u, cdf, ts) for u in plain_units], plain_base,
-                                            need_pods, len(ts)))
-            return np.where(ts >= last_start, out, 0.0)
+    (p50, p90), _ = _search(tail_at, horizon_s, (0.5, 0.9))
 
-        qs = (q,) if ahead else (0.5, 0.9)  # without gangs ahead the plan plays no part
-        ts, beyond = _search(tail_at, horizon_s, qs)
-        return ts, beyond
-
-    if ahead:
-        (p50,), b50 = band(0.5, 0.5)
-        (p90,), b90 = band(0.9, model.band_plan_quantile)
-    else:
-        (p50, p90), b50 = band(0.5, 0.5)
-        b90 = False
+    stream = None
+    if history is not None and priority is not None:
+        stream = _arrival_stream(snap, gang, history, model, now, priority, eligible, memo)
+    if ahead or stream is not None:
+        # With them: the sweep on joint draws; a gang ahead or an arrival never makes ours
+        # start earlier, so the DP's answer is a floor.
+        ahead_laws = [_law_for(history, model, a.queue, a.owner_kind, a.limit_s, memo) for a in ahead]
+        starts = _simulate(groups, pool, ahead, ahead_laws, stream, priority, need_pods, horizon_s, model)
+        q50, q90 = _quantiles(starts, horizon_s, (0.5, 0.9))
+        p50 = None if p50 is None or q50 is None else max(p50, q50)
+        p90 = None if p90 is None or q90 is None else max(p90, q90)
     if p50 is not None and p90 is not None:
         p90 = max(p90, p50)
-    return WaitEstimate(earliest_s, p50, p90, known_share, False, blocking, need_pods, fits_now, horizon_s, b50 or b90)
+    return WaitEstimate(earliest_s, p50, p90, known_share, False, blocking, need_pods, fits_now, horizon_s,
+                        p50 is None or p90 is None)
 
 
-def _group_quantile(g: _Group, now: float, model: LifetimeModel, q: float) -> float:
-    """Seconds from now until group ``g`` has ended with probability ``q`` (inf when unknown)."""
-    age = max(0.0, now - g.start)
-    if g.limit_end is not None:
-        return model.residual_quantile(age, g.limit_end - g.start, q)
-    if g.hist is not None:
-        older = g.hist[np.searchsorted(g.hist, age, side="right"):]
-        return _sorted_quantile(older, q) - age if len(older) else math.inf
-    return math.inf
+@dataclass
+class _Stream:
+    """Later higher-priority arrivals: a Poisson stream of ``rate`` gangs per second, each a
+    bootstrap draw of an observed one (``nodes`` whole nodes of our pool, run-time law
+    ``laws[law_idx]``)."""
+
+    rate: float
+    nodes: np.ndarray
+    law_idx: np.ndarray
+    laws: list
 
 
-def _fresh_quantile(g: _Group, model: LifetimeModel, q: float) -> float:
-    """Run time of a gang that has not started yet at its ``q`` quantile (inf when unknown)."""
-    if g.limit_end is not None:
-        return model.residual_quantile(0.0, g.limit_end - g.start, q)
-    if g.hist is not None:
-        return _sorted_quantile(g.hist, q)
-    return math.inf
+def _arrival_stream(snap: ClusterSnapshot, gang: GangRequest, history: RuntimeHistory, model: LifetimeModel,
+                    now: float, priority: int, eligible: np.ndarray, memo: dict) -> _Stream | None:
+    """The stream of gangs of priority above ``priority`` asking for the main pod set's device,
+    as observed over ``model.arrival_window_s`` (None when observed for less than
+    ``model.min_arrival_span_s``, or none arrived). Each takes ⌈pods ÷ pods-per-empty-node⌉
+    eligible whole nodes, as in ``gangs_ahead``; gangs that fit on none never compete."""
+    span, arrivals = history.arrivals(now, model.arrival_window_s)
+    if span < model.min_arrival_span_s or not arrivals:
+        return None
+    ps, _ = _main_pod_set(gang)
+    devs = [r for r, v in ps.requests.items() if v and any(h in r for h in _GPU_HINTS)]
+    alloc = snap.alloc[eligible]
+    per_of: dict[tuple, int] = {}
+    nodes: list[int] = []
+    law_idx: list[int] = []
+    laws: list[_Law] = []
+    pos: dict[int, int] = {}
+    for a in arrivals:
+        if a.priority <= priority or a.gang == gang.key:
+            continue
+        if devs and not any(a.requests.get(r, 0) for r in devs):
+            continue
+        rk = tuple(sorted(a.requests.items()))
+        per = per_of.get(rk)
+        if per is None:
+            pp = pods_per_node(alloc, shape_of(snap, a.requests))
+            pp = pp[pp > 0]
+            per = per_of[rk] = int(np.median(pp)) if len(pp) else 0
+        if per == 0:
+            continue
+        law = _law_for(history, model, a.queue, a.owner_kind, a.limit_s, memo)
+        j = pos.setdefault(id(law), len(laws))
+        if j == len(laws):
+            laws.append(law)
+        nodes.append(-(-a.pods // per))
+        law_idx.append(j)
+    if not nodes:
+        return None
+    return _Stream(len(nodes) / span, np.array(nodes, dtype=np.int64), np.array(law_idx, dtype=np.int64), laws)
 
 
-def _sorted_quantile(sorted_samples: np.ndarray, q: float) -> float:
-    """Linear-interpolated quantile of an ascending array (np.quantile's default rule)."""
-    n = len(sorted_samples)
-    x = q * (n - 1)
-    lo = int(x)
-    hi = min(lo + 1, n - 1)
-    return float(sorted_samples[lo] + (sorted_samples[hi] - sorted_samples[lo]) * (x - lo))
+def _stratified(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n uniforms, one in each of n equal strata, in random order."""
+    return (rng.permutation(n) + rng.random(n)) / n
 
 
-def _lifetime_fresh_cdf(g: _Group, model: LifetimeModel, t: np.ndarray) -> np.ndarray:
-    """P(a gang that starts now ends within t seconds)."""
-    if g.limit_end is not None:
-        return model.residual_cdf(0.0, g.limit_end - g.start, t)
-    if g.hist is not None:
-        return _hist_residual_cdf(g.hist, 0.0, t)
-    return np.zeros_like(t)
+def _quantiles(starts: np.ndarray, horizon_s: float, qs: tuple[float, ...]) -> list[float | None]:
+    """Empirical quantiles (the smallest draw with F ≥ q); None beyond the horizon."""
+    s = np.sort(starts)
+    n = len(s)
+    out: list[float | None] = []
+    for q in qs:
+        v = float(s[min(n - 1, max(0, math.ceil(q * n - 1e-9) - 1))])
+        out.append(None if v > horizon_s else v)
+    return out
+
+
+def _simulate(groups: list[_Group], pool: list, ahead: Sequence[AheadGang], ahead_laws: list[_Law],
+              stream: _Stream | None, priority: int | None, need: int, horizon_s: float,
+              model: LifetimeModel) -> np.ndarray:
+    """Our start (s from now, inf beyond the horizon) in each of S joint draws of every end.
+
+    Per draw: running groups end at a draw of their conditional law; each pool node frees its
+    capacity levels as its chain of groups ends and is *fully* free when the last one has; in
+    queue order each gang ahead takes the ``nodes`` fully-free-earliest nodes (not before the
+    gang before it started: FIFO) and gives them back a run time later (its law at age 0);
+    ours starts when the capacity of the nodes not taken plus the nodes given back covers its
+    pods. Later higher-priority arrivals (``stream``) come as a Poisson process and take nodes
+    the same way, ahead of every not-yet-started gang they pass (ours, and gangs ahead whose
+    priority is at most ours)."""
+    P = len(pool)
+    S = int(max(64, min(model.samples, (1 << 18) // max(1, P))))
+    if P == 0:                                 # no eligible node can ever hold a pod of ours
+        return np.full(S, math.inf)
+    rng = np.random.default_rng(_SEED)
+    ng = len(groups)
+    G = np.zeros((S, ng + 1))                  # last column: "no group" (ends at 0)
+    for j, g in enumerate(groups):
+        G[:, j] = g.law.sample(g.age, _stratified(rng, S), _stratified(rng, S))
+
+    lmax = max([len(ch) for ch, *_ in pool] + [1])
+    chains = np.full((P, lmax), ng, dtype=np.int64)
+    full = np.empty(P, dtype=np.int64)
+    last_pos = np.full(P, -1, dtype=np.int64)
+    ev_k: list[int] = []
+    ev_pos: list[int] = []
+    ev_inc: list[int] = []
+    for k, (chain, steps, c0, f, _) in enumerate(pool):
+        chains[k, :len(chain)] = chain
+        full[k] = f
+        if c0:
+            ev_k.append(k)
+            ev_pos.append(-1)
+            ev_inc.append(c0)
+        level = c0
+        for length, c in steps:
+            ev_k.append(k)
+            ev_pos.append(length - 1)
+            ev_inc.append(c - level)
+            level = c
+        if steps:
+            last_pos[k] = steps[-1][0] - 1
+    ends = np.maximum.accumulate(G[:, chains], axis=2)      # (S, P, lmax): chain prefix ends
+    ek = np.array(ev_k, dtype=np.int64)
+    ep = np.array(ev_pos, dtype=np.int64)
+    inc = np.concatenate([np.array(ev_inc, dtype=np.int64), full])
+    times = np.where(ep >= 0, ends[:, ek, np.maximum(ep, 0)], 0.0)                       # (S, E)
+    avail = np.where(last_pos >= 0, ends[:, np.arange(P), np.maximum(last_pos, 0)], 0.0)  # (S, P)
+    del ends
+
+    ar = np.arange(S)
+    cols = np.broadcast_to(np.arange(P), (S, P))
+    touched = np.zeros((S, P), dtype=bool)
+    prev = np.zeros(S)
+    result = np.full(S, math.inf)
+    # The common case — every node frees all it can hold at once, and all hold the same number
+    # of our pods (whole-node pods on one node type) — needs no node identities: each draw's
+    # free times are kept sorted, a reservation takes the first ``n`` and puts their return
+    # time back, and ours starts at the ⌈need ÷ c⌉-th.
+    uniform = P > 0 and len(set(full.tolist())) == 1 and all(
+        (not steps and c0 == f) or (c0 == 0 and len(steps) == 1) for _, steps, c0, f, _ in pool)
+    if uniform:
+        avail = np.sort(avail, axis=1)                 # a fresh array: sorted in place below
+        need_nodes = -(-need // int(full[0]))
+
+    def kth_free(n: int) -> np.ndarray:
+        """When the n-th fully free node is free (per draw); n ≤ P."""
+        return avail[:, n - 1] if uniform else np.partition(avail, n - 1, axis=1)[:, n - 1]
+
+    def reserve(sizes: np.ndarray, start_min: np.ndarray, runs: np.ndarray, mask: np.ndarray) -> None:
+        """Draws in ``mask``: a gang of ``sizes`` whole nodes starts at the later of
+        ``start_min`` and its nodes being free, and holds them for ``runs``."""
+        nonlocal avail, touched, prev
+        fit = sizes <= P                       # a gang larger than the pool does not take it
+        n = np.clip(sizes, 1, P)
+        if uniform:
+            kth = avail[ar, n - 1]
+        else:
+            order = np.argsort(avail, axis=1, kind="stable")
+            kth = np.take_along_axis(avail, order, axis=1)[ar, n - 1]
+        st = np.where(fit, np.maximum(start_min, kth), start_min)
+        rows = mask & fit
+        back = st + runs
+        if uniform:
+            # The first n free times are taken; their return time goes back in, rows re-sorted.
+            n0 = int(n[0])
+            if rows.all() and (n == n0).all():
+                avail[:, :n0] = back[:, None]
+            else:
+                avail = np.where((cols < n[:, None]) & rows[:, None], back[:, None], avail)
+            avail.sort(axis=1)
+        else:
+            rank = np.empty_like(order)
+            np.put_along_axis(rank, order, cols, axis=1)
+            sel = (rank < n[:, None]) & rows[:, None]
+            avail = np.where(sel, back[:, None], avail)
+            touched |= sel
+        prev = np.where(mask, st, prev)
+
+    def our_start() -> np.ndarray:
+        if uniform:
+            t = avail[:, need_nodes - 1] if need_nodes <= P else np.full(S, math.inf)
+            return np.maximum(t, prev)
+        t = np.concatenate([np.where(touched[:, ek], math.inf, times), np.where(touched, avail, math.inf)], axis=1)
+        order = np.argsort(t, axis=1, kind="stable")
+        ok = np.cumsum(inc[order], axis=1) >= need
+        idx = ok.argmax(axis=1)
+        first = np.take_along_axis(t, order[ar, idx][:, None], axis=1)[:, 0]
+        return np.maximum(np.where(ok[ar, idx], first, math.inf), prev)
+
+    tau = np.empty((S, 0))
+    j_nodes = np.empty((S, 0), dtype=np.int64)
+    j_runs = np.empty((S, 0))
+
+    def more_arrivals(n: int = 16) -> None:
+        nonlocal tau, j_nodes, j_runs
+        last = tau[:, -1] if tau.shape[1] else np.zeros(S)
+        t_new = last[:, None] + np.cumsum(rng.exponential(1.0 / stream.rate, size=(S, n)), axis=1)
+        pick = rng.integers(0, len(stream.nodes), size=(S, n))
+        li = stream.law_idx[pick]
+        r_new = np.empty((S, n))
+        for j, law in enumerate(stream.laws):
+            m = li == j
+            c = int(m.sum())
+            if c:
+                r_new[m] = law.sample(0.0, rng.random(c), rng.random(c))
+        tau = np.concatenate([tau, t_new], axis=1)
+        j_nodes = np.concatenate([j_nodes, stream.nodes[pick]], axis=1)
+        j_runs = np.concatenate([j_runs, r_new], axis=1)
+
+    items = [(a.nodes, law.sample(0.0, _stratified(rng, S), _stratified(rng, S)),
+              stream is not None and a.priority is not None and priority is not None and a.priority <= priority)
+             for a, law in zip(ahead, ahead_laws)]
+    items.append((0, None, stream is not None))
+    done = np.zeros(S, dtype=bool)             # our start is past the horizon already
+    nxt = np.zeros(S, dtype=np.int64)          # next later arrival, per draw
+    for n_a, runs_a, passable in items:
+        pending = ~done
+        while pending.any():
+            if runs_a is None:
+                sc = our_start()
+            elif n_a <= P:
+                sc = np.maximum(prev, kth_free(n_a))
+            else:
+                sc = prev.copy()
+            over = pending & (sc > horizon_s)
+            done |= over
+            pending &= ~over
+            jump = np.zeros(S, dtype=bool)
+            if passable and pending.any():
+                while (pending & (nxt >= tau.shape[1])).any():
+                    more_arrivals()
+                k = np.minimum(nxt, tau.shape[1] - 1)
+                tk = tau[ar, k]
+                jump = pending & (tk < sc)
+                if jump.any():
+                    reserve(j_nodes[ar, k], np.maximum(prev, tk), j_runs[ar, k], jump)
+                    nxt = nxt + jump
+            go = pending & ~jump
+            if go.any():
+                if runs_a is None:
+                    result = np.where(go, sc, result)
+                else:
+                    reserve(np.full(S, n_a, dtype=np.int64), prev, runs_a, go)
+            pending &= ~go
+    return result
 
 
 def _search(tail_at, horizon_s: float, qs: tuple[float, ...] = (0.5, 0.9), rounds: int = 3, points: int = 24):
@@ -836,8 +1385,7 @@ def gangs_ahead(
     """Pending gangs in ``snap`` that start before ``gang``: strictly higher priority, asking
     for the main pod set's device resource, ordered by priority (highest first).
 
-    ``priority`` defaults to the value of ``gang.priority_class`` in ``snap.priority_classes``
-    (0 when unset). Each gang reserves ⌈pods ÷ pods-per-empty-node⌉ whole nodes among
+    ``priority`` defaults to ``gang_priority(snap, gang)``. Each gang reserves ⌈pods ÷ pods-per-empty-node⌉ whole nodes among
     ``eligible`` (default: the main pod set's filters); its limit is the largest limit of its
     pods (None when any has none). Earlier same-priority gangs of the same queue are not
     included: pending pods carry no creation time in the snapshot.
@@ -846,7 +1394,7 @@ def gangs_ahead(
     if ps is None:
         return ()
     if priority is None:
-        priority = snap.priority_classes.get(gang.priority_class or "", 0)
+        priority = gang_priority(snap, gang)
     devs = [r for r, v in ps.requests.items() if v and any(h in r for h in _GPU_HINTS)]
     if eligible is None:
         eligible = filter_nodes(snap, Constraints(ps), ever=False).mask
@@ -867,7 +1415,13 @@ def gangs_ahead(
         nodes = -(-len(pods) // int(np.median(per)))
         lims = [_limit_of(p) for p in pods]
         lim = None if any(x is None for x in lims) else max(lims)
-        out.append((-max(p.priority for p in pods), key,
-                    AheadGang(key, nodes, lim, pods[0].queue, pods[0].owner_kind)))
+        prio = max(p.priority for p in pods)
+        out.append((-prio, key, AheadGang(key, nodes, lim, pods[0].queue, pods[0].owner_kind, prio)))
     out.sort(key=lambda x: (x[0], x[1]))
     return tuple(a for *_, a in out)
+
+
+def gang_priority(snap: ClusterSnapshot, gang: GangRequest) -> int:
+    """The priority of ``gang``: the value of its ``priority_class`` in ``snap.priority_classes``
+    (0 when unset or unknown) — what the scheduler orders pending gangs by."""
+    return int(snap.priority_classes.get(gang.priority_class or "", 0))
