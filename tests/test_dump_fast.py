@@ -96,6 +96,14 @@ def pod(name: str, node: str = "n1", ns: str | None = "team-a", **extra) -> dict
     }
     if ns is not None:
         obj["metadata"]["namespace"] = ns
+    return _edit(obj, extra)
+
+
+_DELETE = object()
+
+
+def _edit(obj: dict, extra: dict) -> dict:
+    """Set (or with ``_DELETE`` remove) nested fields named like ``status__phase``."""
     for path, value in extra.items():
         cur = obj
         keys = path.split("__")
@@ -106,9 +114,6 @@ def pod(name: str, node: str = "n1", ns: str | None = "team-a", **extra) -> dict
         else:
             cur[keys[-1]] = value
     return obj
-
-
-_DELETE = object()
 
 
 def node(name: str, gpu: str = "8", **extra) -> dict:
@@ -123,16 +128,7 @@ def node(name: str, gpu: str = "8", **extra) -> dict:
                    "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
                    "nodeInfo": {"kubeletVersion": "v1.31"}},
     }
-    for path, value in extra.items():
-        cur = obj
-        keys = path.split("__")
-        for k in keys[:-1]:
-            cur = cur.setdefault(k, {})
-        if value is _DELETE:
-            cur.pop(keys[-1], None)
-        else:
-            cur[keys[-1]] = value
-    return obj
+    return _edit(obj, extra)
 
 
 def odd_items() -> list[dict]:
