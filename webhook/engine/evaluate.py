@@ -471,7 +471,7 @@ def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions
             q.findings.append(Finding("KueueNotInSnapshot", "Info",
                 f"labelled for Kueue LocalQueue {gang.queue_name}, but the cluster data has no Kueue objects; quota not checked"))
             return q
-        return evaluate_kueue(gang, snap.kueue)
+        return evaluate_kueue(gang, snap.kueue, _reserved_workload(snap, gang))
     if gang.volcano_queue is not None:
         gpus = {}
         for r in snap.resources:
@@ -479,6 +479,22 @@ def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions
                 gpus[r] = int(snap.alloc[:, snap.col[r]].sum())
         return evaluate_volcano(gang, snap.volcano, gpus)
     return None
+
+
+def _reserved_workload(snap: ClusterSnapshot, gang: GangRequest):
+    """The gang's own Kueue Workload when it holds quota (QuotaReserved/Admitted), else None.
+    The quota-holding Workloads are indexed by namespace once per snapshot, so a check does
+    not rescan every Workload."""
+    if not snap.kueue.workloads:
+        return None
+    index = snap.recall(("kueue-reserved",))
+    if index is None:
+        by_ns: dict[str, list] = {}
+        for w in snap.kueue.workloads.values():
+            if w.holds_quota:
+                by_ns.setdefault(w.namespace, []).append(w)
+        index = snap.remember(("kueue-reserved",), by_ns)
+    return next((w for w in index.get(gang.namespace, ()) if w.belongs_to(gang.kind, gang.namespace, gang.name)), None)
 
 
 #: A pod that tolerates everything: only a flavor's labels narrow the nodes it means.

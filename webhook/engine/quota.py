@@ -119,12 +119,15 @@ def _group_for(cq: ClusterQueue, resource: str):
     return None
 
 
-def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
+def evaluate_kueue(gang: GangRequest, kueue, reserved=None) -> QuotaResult:
     """Check a Kueue-managed gang against its ClusterQueue.
 
     Args:
         gang: with ``queue_name`` set (label kueue.x-k8s.io/queue-name).
         kueue: a ``KueueState``.
+        reserved: the gang's own ``KueueWorkload`` when it already holds quota (the caller
+            looks it up); in the gang's ClusterQueue it yields an Info finding QuotaReserved
+            and no quota check, since the ClusterQueue's usage already counts it.
 
     Returns:
         A ``QuotaResult`` with findings ExceedsMaxQuota (NeverFits), WaitingForQuota (Waits),
@@ -144,8 +147,7 @@ def evaluate_kueue(gang: GangRequest, kueue) -> QuotaResult:
         res.findings.append(Finding("ClusterQueueNotFound", WAITS,
             f"ClusterQueue {lq.cluster_queue} (from LocalQueue {lq.name}) not found"))
         return res
-    own = next((w for w in getattr(kueue, "workloads", {}).values()
-                if w.holds_quota and kueue.cluster_queue_of(w) == cq.name and w.belongs_to(gang.kind, gang.namespace, gang.name)), None)
+    own = reserved if reserved is not None and kueue.cluster_queue_of(reserved) == cq.name else None
     if own is not None:
         # The gang's own Workload already holds its quota (QuotaReserved/Admitted): the
         # ClusterQueue's usage includes it, and quota is not what holds it back.
