@@ -376,7 +376,8 @@ def test_pod_reader_equals_pod_from_k8s_field_by_field():
             assert str(got.value) == str(exc)
             continue
         got = read(o)
-        assert got == want and {f: getattr(got, f) for f in want.__dataclass_fields__} == {f: getattr(want, f) for f in want.__dataclass_fields__}
+        fields = want.__struct_fields__
+        assert got == want and {f: (type(getattr(got, f)), getattr(got, f)) for f in fields} == {f: (type(getattr(want, f)), getattr(want, f)) for f in fields}
     assert len(read._shapes) < len(objs)                                 # shapes were shared
 
 

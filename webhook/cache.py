@@ -831,20 +831,19 @@ class LiveCache:
             if len(self._req_memo) > 100_000:
                 self._req_memo.clear()
             shared = self._req_memo[key] = req
-        setattr_ = object.__setattr__  # BoundPod is frozen; this is its construction step
-        setattr_(pod, "requests", shared)
-        if pod.labels:  # equal label sets (a DaemonSet's, a ReplicaSet's pods) share one map
-            lkey = tuple(pod.labels.items())
+        labels = pod.labels
+        if labels:  # equal label sets (a DaemonSet's, a ReplicaSet's pods) share one map
+            lkey = tuple(labels.items())
             labels = self._label_memo.get(lkey)
             if labels is None:
                 if len(self._label_memo) > 100_000:
                     self._label_memo.clear()
                 labels = self._label_memo[lkey] = pod.labels
-            setattr_(pod, "labels", labels)
         intern = sys.intern
-        for f in ("namespace", "node_name", "gang", "owner_kind", "owner_name", "queue", "phase"):
-            setattr_(pod, f, intern(getattr(pod, f)))
-        return pod
+        return msgspec.structs.replace(  # BoundPod is frozen: a copy with the shared values
+            pod, requests=shared, labels=labels, namespace=intern(pod.namespace), node_name=intern(pod.node_name),
+            gang=intern(pod.gang), owner_kind=intern(pod.owner_kind), owner_name=intern(pod.owner_name),
+            queue=intern(pod.queue), phase=intern(pod.phase))
 
     @staticmethod
     def _add_used(used: dict[str, dict[str, int]], pod, sign: int) -> None:

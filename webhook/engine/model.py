@@ -1,6 +1,7 @@
 """The engine's input model: what a cluster is and what a gang asks for.
 
-Everything here is a frozen dataclass built from plain values; adapters (``webhook.adapters``)
+Everything here is a frozen dataclass (``BoundPod``: a frozen ``msgspec.Struct``, for speed) built
+from plain values; adapters (``webhook.adapters``)
 translate Kubernetes objects into it. Resource amounts are ``Resources`` mappings from a
 resource name to an int in scheduler units: cpu in millicores, memory and storage in bytes,
 ``pods`` and extended resources (``nvidia.com/gpu``) as counts (see ``quantity.py``).
@@ -11,6 +12,8 @@ No I/O, no clock, no Kubernetes client, no pydantic (DESIGN.md, layer "engine").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import msgspec
 from types import MappingProxyType
 from collections.abc import Mapping
 
@@ -204,9 +207,15 @@ class Node:
     annotations: Mapping[str, str] = _empty()
 
 
-@dataclass(frozen=True, slots=True)
-class BoundPod:
+class BoundPod(msgspec.Struct, frozen=True, gc=False):
     """A non-terminal pod: bound to ``node_name``, or Pending when ``node_name`` is empty.
+
+    Immutable like the dataclasses here, but a ``msgspec.Struct``: a cluster holds 100k+ of
+    these, and building one costs ~0.3 µs instead of a frozen dataclass's ~4.5 µs (17
+    ``object.__setattr__`` calls), ~0.65 s of a 147k-pod dump's load; ``gc=False`` keeps them
+    out of the cyclic collector's walks (they hold only strings, numbers, tuples and read-only
+    maps, so they can never be part of a cycle). Copy with changes by
+    ``msgspec.structs.replace``.
 
     ``requests`` is the pod's effective request (FIELD-NOTES §1) in scheduler units;
     ``gang`` names the gang it belongs to ("Kind/namespace/name"), "" when none is known.
@@ -225,7 +234,7 @@ class BoundPod:
     namespace: str
     name: str
     node_name: str = ""
-    requests: Resources = _empty()
+    requests: Resources = EMPTY
     priority: int = 0
     gang: str = ""
     owner_kind: str = ""
@@ -236,7 +245,7 @@ class BoundPod:
     deadline_s: float | None = None
     host_ports: tuple[HostPort, ...] = ()
     runtime_limit_s: float | None = None
-    labels: Mapping[str, str] = _empty()
+    labels: Mapping[str, str] = EMPTY
     restarts: int = 0
     ready: bool | None = None
 
