@@ -9,11 +9,13 @@ import gc
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
 from webhook.adapters.cluster import _PodReader, build_snapshot, pod_from_k8s
 from webhook.adapters.errors import AdapterError
+from webhook.adapters.projection import PodStruct
 from webhook.demo import DEMO_NOW, demo_objects
 from webhook.diagnose import find_gang
 from webhook.dump import DumpError, LazyObject, load_cluster, load_cluster_and_objects, load_objects
@@ -379,6 +381,107 @@ def test_pod_reader_equals_pod_from_k8s_field_by_field():
         fields = want.__struct_fields__
         assert got == want and {f: (type(getattr(got, f)), getattr(got, f)) for f in fields} == {f: (type(getattr(want, f)), getattr(want, f)) for f in fields}
     assert len(read._shapes) < len(objs)                                 # shapes were shared
+
+
+
+def _as_struct(obj: dict, item_kind: str = "", api: str = "v1"):
+    """``obj`` as the JSON dump reader hands it to build_snapshot: a PodStruct (or a dict)."""
+    return dump_module._decode_item(msgspec.Raw(json.dumps(obj).encode()), item_kind, api)[0]
+
+
+STRUCT_ODD_PODS = [
+    pod("esc", metadata__annotations={"x": "a\\b", "scheduling.k8s.io/group-name": "pg-esc"}),  # a backslash
+    pod("ann-list", metadata__annotations=["a"]),                        # annotations not a mapping
+    pod("ann-null", metadata__annotations=None),
+    pod("ann-num-group", metadata__annotations={"scheduling.k8s.io/group-name": 5}),
+    pod("labels-list", metadata__labels=["a"]),
+    pod("labels-none-value", metadata__labels={"a": None}),
+    pod("owner-dict", metadata__ownerReferences={"kind": "Job"}),
+    pod("owner-two", metadata__ownerReferences=[{"kind": "Job", "name": "j"}, {"kind": "RS", "name": "r", "controller": True}]),
+    pod("owner-no-name", metadata__ownerReferences=[{"kind": "Job", "controller": True}]),
+    pod("restarts", status__containerStatuses=[{"restartCount": 3}, {"restartCount": 2, "name": "b"}, {}],
+        status__conditions=[{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]),
+    pod("restarts-str", status__containerStatuses=[{"restartCount": "3"}]),
+    pod("not-ready", status__conditions=[{"type": "Ready", "status": "False"}]),
+    pod("two-containers", spec__containers=[{"name": "a", "resources": {"requests": {"cpu": "1"}}},
+                                            {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]),
+    pod("null-containers", spec__containers=None),
+    pod("init-null-res", spec__initContainers=[{"name": "i", "resources": None}]),
+    pod("deadline-0", spec__activeDeadlineSeconds=0),
+    pod("deadline-float", spec__activeDeadlineSeconds=5.0),
+    pod("prio-bool", spec__priority=True),
+    pod("pcn-unknown", spec__priorityClassName="nope"),
+    pod("pcn-system", spec__priorityClassName="system-node-critical"),
+    pod("runtime-bad", metadata__annotations={"gangcheck.io/expected-runtime-seconds": "soon"},
+        metadata__labels={"kueue.x-k8s.io/max-exec-time-seconds": "-5"}),
+    pod("empty-name", metadata__name=""),
+    pod("ns-empty", metadata__namespace=""),
+    pod("status-list", status=[1]),
+    pod("port-bool", spec__containers=[{"name": "c", "ports": [{"hostPort": True}]}]),
+]
+
+
+def test_struct_pod_reader_equals_pod_from_k8s_field_by_field():
+    pcs = {"high": 1000}
+    objs = [o for o in odd_items() if o["kind"] == "Pod"] + [o for o in demo_objects() if o["kind"] == "Pod"][:400]
+    objs += STRUCT_ODD_PODS
+    read = _PodReader(pcs, 5)
+    structs = 0
+    for o in objs:
+        p = _as_struct(o)
+        if type(p) is not PodStruct:
+            continue  # a field of an unexpected type: read as a dict (compared in the tests above)
+        structs += 1
+        try:
+            want = pod_from_k8s(o, pcs, 5)
+        except AdapterError as exc:
+            with pytest.raises(AdapterError) as got:
+                read.projected(p)
+            assert str(got.value) == str(exc)
+            continue
+        got = read.projected(p)
+        fields = want.__struct_fields__
+        assert {f: (type(getattr(got, f)), getattr(got, f)) for f in fields} == {f: (type(getattr(want, f)), getattr(want, f)) for f in fields}
+    assert structs > 400                                                  # the struct path was exercised
+    assert len(read._raw_shapes) < structs / 4                            # shapes were shared
+
+
+def test_struct_pod_reader_takes_plain_pods_without_the_fallback(monkeypatch):
+    import webhook.adapters.cluster as cluster_module
+
+    def no_fallback(*_a, **_k):
+        raise AssertionError("pod_from_k8s called")
+
+    monkeypatch.setattr(cluster_module, "pod_from_k8s", no_fallback)
+    read = _PodReader()
+    pods = [o for o in demo_objects() if o["kind"] == "Pod"][:50] + [STRUCT_ODD_PODS[0], STRUCT_ODD_PODS[9]]
+    got = [read.projected(_as_struct(o)) for o in pods]
+    assert got[-2].gang == "PodGroup/team-a/pg-esc"                     # found through the generic decoding
+    assert (got[-1].restarts, got[-1].ready) == (5, True)
+    second = read.projected(_as_struct(STRUCT_ODD_PODS[9]))
+    assert second.labels == got[-1].labels and second.labels is got[-1].labels   # equal label sets share one map
+
+
+def test_struct_path_reads_escaped_annotation_keys(tmp_path, general_only):
+    # "\/" is a legal JSON escape of "/": the raw bytes then do not contain the key as written.
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("n1"), pod("a", metadata__annotations={"scheduling.k8s.io/group-name": "pg"})]})
+    text = text.replace("scheduling.k8s.io/group-name", "scheduling.k8s.io\\/group-name")
+    path = tmp_path / "esc.json"
+    path.write_text(text)
+    fast, general = both(str(path), general_only)
+    assert state(fast) == state(general) and fast.pods[0].gang == "PodGroup/team-a/pg"
+
+
+def test_typed_pod_list_items_take_the_list_kind_on_the_struct_path(tmp_path, general_only):
+    items = [{k: v for k, v in pod(n).items() if k not in ("kind", "apiVersion")} for n in ("a", "b")]
+    items.append({k: v for k, v in pod("bad", status__startTime="yesterday").items() if k != "kind"})
+    path = write(tmp_path, "pods.json", {"apiVersion": "v1", "kind": "PodList", "items": items[:2]})
+    fast, general = both(path, general_only)
+    assert state(fast) == state(general) and [p.name for p in fast.pods] == ["a", "b"]
+    bad = write(tmp_path, "bad.json", {"apiVersion": "v1", "kind": "PodList", "items": items})
+    err = error_of(load_cluster, bad)
+    general_only()
+    assert error_of(load_cluster, bad) == err and "Pod team-a/bad" in err[1] and "status.startTime" in err[1]
 
 
 def test_pod_reader_never_confuses_equal_looking_quantities():

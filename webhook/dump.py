@@ -32,7 +32,7 @@ import yaml
 
 from .adapters.cluster import build_snapshot
 from .adapters.errors import AdapterError
-from .adapters.projection import GENERIC, OBJECT_DECODERS
+from .adapters.projection import GENERIC, OBJECT_DECODERS, POD_STRUCT, PodStruct
 from .engine.snapshot import ClusterSnapshot
 from .gcpause import gc_paused
 
@@ -340,6 +340,7 @@ class _Top(TypedDict, total=False):
 
 _TOP = msgspec.json.Decoder(_Top)
 _POD = OBJECT_DECODERS["Pod"]
+_POD_STRUCT = POD_STRUCT
 _NODE = OBJECT_DECODERS["Node"]
 
 
@@ -362,10 +363,32 @@ def _decode_as(kind: Any, raw: Any) -> Any:
 def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
     """(the object as ``build_snapshot`` needs it, True when it took the list's item kind).
 
-    Most items are Pods: the Pod projection is tried first and doubles as the peek at ``kind``.
-    An item without ``kind`` in a typed list (``NodeList``) takes the list's item kind and
-    apiVersion, as ``_expand`` gives them.
+    Most items are Pods: a v1 Pod becomes a ``PodStruct`` (``build_snapshot`` reads it through
+    ``_PodReader.projected``), and the struct decoding doubles as the peek at ``kind``. An item
+    without ``kind`` in a typed list (``NodeList``) takes the list's item kind and apiVersion,
+    as ``_expand`` gives them. Other kinds, and pods with a field of an unexpected type, are
+    decoded as dicts (their projection, else generically).
     """
+    try:
+        p = _POD_STRUCT.decode(raw)
+    except msgspec.ValidationError:
+        pass
+    else:
+        kind, injected = p.kind, False
+        if kind is msgspec.UNSET and item_kind:
+            kind, injected = item_kind, True
+            if p.apiVersion is msgspec.UNSET:
+                p.apiVersion = api
+        if kind == "Pod" and p.apiVersion == "v1":
+            p.kind, p.raw = kind, raw
+            return p, injected
+        if type(kind) is str:
+            obj = _decode_as(kind, raw)
+            if type(obj) is not dict:
+                raise _General
+            if injected:
+                obj = {**obj, "kind": kind, "apiVersion": obj.get("apiVersion", api)}
+            return obj, injected
     try:
         obj = _POD.decode(raw)
         projected = True
@@ -385,7 +408,10 @@ def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
     return obj, True
 
 
-def _ref(obj: Mapping) -> tuple[str, Any] | None:
+def _ref(obj: Any) -> tuple[str, Any] | None:
+    if type(obj) is PodStruct:
+        meta = obj.metadata
+        return None if meta is None else (meta.namespace or "default", meta.name)
     meta = obj.get("metadata")
     if type(meta) is not dict:
         return None
@@ -428,11 +454,14 @@ def _read_json_fast(path: Path, keep: bool) -> tuple[list, list | None, bool]:
         lookup: list | None = [] if keep else None
         for raw in top.get("items") or ():
             obj, injected = _decode_item(raw, item_kind, api)
-            k, a = obj.get("kind"), obj.get("apiVersion")
-            if not k or not a:
-                raise _General
-            if "items" in obj and str(k).endswith("List"):
-                raise _General  # a list inside the list
+            if type(obj) is PodStruct:
+                k, a = obj.kind, obj.apiVersion
+            else:
+                k, a = obj.get("kind"), obj.get("apiVersion")
+                if not k or not a:
+                    raise _General
+                if "items" in obj and str(k).endswith("List"):
+                    raise _General  # a list inside the list
             objects.append(obj)
             if lookup is not None:
                 lookup.append(LazyObject(raw, k, a, injected, _ref(obj)) if k in lazy_kinds else obj)

@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 from ..engine.model import (
     EMPTY,
     DisruptionBudget,
@@ -48,6 +50,7 @@ from ..engine.model import (
 from ..engine.quantity import QuantityError, parse_quantity
 from ..engine.snapshot import ClusterSnapshot
 from .errors import AdapterError
+from .projection import GENERIC, PodStruct, _PodSpecStruct, _PodStatusStruct
 from .podspec import as_int, effective_requests, get_path, list_of, mapping, resource_map
 
 __all__ = [
@@ -265,13 +268,18 @@ def _host_ports(spec: Mapping) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
-    meta = mapping(obj.get("metadata"), "metadata")
-    annotations = mapping(meta.get("annotations"), "metadata.annotations")
-    labels = mapping(meta.get("labels"), "metadata.labels")
+def _owner_of(refs: Any) -> tuple[str, str, tuple[Any, Any] | None]:
+    """(owner kind, owner name, (kind, name) of the controller reference or None) of a pod's
+    ``metadata.ownerReferences``: the controller reference (``controller: true``), else the
+    first reference that is a mapping; the third item is set only when the controller reference
+    has both a kind and a name (it then names the pod's gang).
+
+    Raises:
+        AdapterError: ``refs`` is neither a list nor None.
+    """
     owner_kind = owner_name = ""
     controller = None
-    refs = list_of(meta.get("ownerReferences"), "metadata.ownerReferences")
+    refs = list_of(refs, "metadata.ownerReferences")
     for ref in refs:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             controller = ref
@@ -279,18 +287,33 @@ def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
     first = controller or next((r for r in refs if isinstance(r, Mapping)), None)
     if first is not None:
         owner_kind, owner_name = str(first.get("kind") or ""), str(first.get("name") or "")
+    named = None
+    if controller is not None and controller.get("kind") and controller.get("name"):
+        named = (controller["kind"], controller["name"])
+    return owner_kind, owner_name, named
+
+
+def _gang_of(ns: str, group: Any, controller: tuple[Any, Any] | None) -> str:
+    """The gang key: ``PodGroup/ns/<group>`` when a gang annotation or label names a group, else
+    ``Kind/ns/name`` of the controller reference, else ""."""
+    if group:
+        return f"PodGroup/{ns}/{group}"
+    if controller is not None:
+        return f"{controller[0]}/{ns}/{controller[1]}"
+    return ""
+
+
+def _gang_and_owner(obj: Mapping, ns: str) -> tuple[str, str, str]:
+    meta = mapping(obj.get("metadata"), "metadata")
+    annotations = mapping(meta.get("annotations"), "metadata.annotations")
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    owner_kind, owner_name, controller = _owner_of(meta.get("ownerReferences"))
     group = (
         annotations.get(GANG_ANNOTATION_VOLCANO)
         or labels.get(GANG_LABEL_COSCHEDULING)
         or labels.get(GANG_LABEL_KUEUE)
     )
-    if group:
-        gang = f"PodGroup/{ns}/{group}"
-    elif controller is not None and controller.get("kind") and controller.get("name"):
-        gang = f"{controller['kind']}/{ns}/{controller['name']}"
-    else:
-        gang = ""
-    return gang, owner_kind, owner_name
+    return _gang_of(ns, group, controller), owner_kind, owner_name
 
 
 def _seconds(value: Any) -> float | None:
@@ -486,6 +509,10 @@ class _PodReader:
         self._shapes: dict[tuple, tuple[Mapping, tuple[HostPort, ...]]] = {}
         self._times: dict[str, float | None] = {}
         self._labels: dict[tuple, Mapping[str, str]] = {}
+        # The PodStruct path's memos, keyed by raw JSON bytes.
+        self._raw_shapes: dict[tuple, tuple[Mapping, tuple[HostPort, ...]]] = {}
+        self._raw_labels: dict[bytes, Mapping[str, str]] = {}
+        self._who: dict[tuple, tuple] = {}
 
     def __call__(self, obj: Mapping) -> BoundPod:
         """The ``BoundPod`` for a v1 Pod (as ``pod_from_k8s(obj, priority_classes, default_priority)``).
@@ -530,58 +557,16 @@ class _PodReader:
             shape = self._shapes[key] = (frozen_map(effective_requests(spec, "spec")), _host_ports(spec))
         requests, host_ports = shape
         prio = spec.get("priority")
-        if prio is not None:
-            if type(prio) is not int:
-                raise _Odd
-            priority = prio
-        elif spec.get("priorityClassName"):
-            pcn = str(spec["priorityClassName"])
-            priority = self.priority_classes.get(pcn, SYSTEM_PRIORITY_CLASSES.get(pcn, self.default_priority))
-        else:
-            priority = self.default_priority
-        # _gang_and_owner, for plain dicts
-        refs = meta.get("ownerReferences")
-        owner_kind = owner_name = ""
-        controller = None
-        if refs is not None:
-            if type(refs) is not list:
-                raise _Odd
-            first = None
-            for ref in refs:
-                if type(ref) is not dict:
-                    raise _Odd
-                if ref.get("controller") is True:
-                    controller = ref
-                    break
-                if first is None:
-                    first = ref
-            first = controller or first
-            if first is not None:
-                owner_kind, owner_name = str(first.get("kind") or ""), str(first.get("name") or "")
+        if prio is not None and type(prio) is not int:
+            raise _Odd
+        priority = self._priority(prio, spec.get("priorityClassName"))
+        owner_kind, owner_name, controller = _owner_of(meta.get("ownerReferences"))
         group = annotations.get(GANG_ANNOTATION_VOLCANO) or labels.get(GANG_LABEL_COSCHEDULING) or labels.get(GANG_LABEL_KUEUE)
-        if group:
-            gang = f"PodGroup/{ns}/{group}"
-        elif controller is not None and controller.get("kind") and controller.get("name"):
-            gang = f"{controller['kind']}/{ns}/{controller['name']}"
-        else:
-            gang = ""
+        gang = _gang_of(ns, group, controller)
         deadline = spec.get("activeDeadlineSeconds")
         deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
-        limit = deadline_s
-        for v in (labels.get(MAX_EXEC_TIME_LABEL), annotations.get(EXPECTED_RUNTIME_ANNOTATION)):
-            if v is not None:
-                s = _seconds(v)
-                if s is not None and (limit is None or s < limit):
-                    limit = s
-        st = status.get("startTime")
-        if type(st) is str:
-            start = self._times.get(st, _NO_TIME)
-            if start is _NO_TIME:
-                start = self._times[st] = parse_time(st, "status.startTime")
-        elif st is None:
-            start = None
-        else:
-            raise _Odd
+        limit = _runtime_limit(deadline_s, labels.get(MAX_EXEC_TIME_LABEL), annotations.get(EXPECTED_RUNTIME_ANNOTATION))
+        start = self._start(status.get("startTime"))
         if labels:
             items = tuple(labels.items())
             for k, v in items:
@@ -599,6 +584,201 @@ class _PodReader:
         return BoundPod(ns, name, str(node_name or ""), requests, priority, gang, owner_kind, owner_name,
                         str(queue or ""), str(phase or "Pending"), start, deadline_s, host_ports, limit, label_map,
                         restarts, ready)
+
+
+    def _priority(self, prio: int | None, class_name: Any) -> int:
+        """spec.priority (an int, checked by the caller), else the value of the PriorityClass
+        named by spec.priorityClassName, else the default (as ``pod_from_k8s``)."""
+        if prio is not None:
+            return prio
+        if class_name:
+            pcn = str(class_name)
+            return self.priority_classes.get(pcn, SYSTEM_PRIORITY_CLASSES.get(pcn, self.default_priority))
+        return self.default_priority
+
+    def _start(self, st: Any) -> float | None:
+        """status.startTime in epoch seconds, parsed once per distinct string."""
+        if type(st) is str:
+            start = self._times.get(st, _NO_TIME)
+            if start is _NO_TIME:
+                start = self._times[st] = parse_time(st, "status.startTime")
+            return start
+        if st is None:
+            return None
+        raise _Odd
+
+    def projected(self, p: PodStruct) -> BoundPod:
+        """The ``BoundPod`` for a Pod decoded as ``PodStruct`` (the JSON dump reader's
+        projection); ``p.raw`` holds the object's JSON bytes, and ``p.kind``/``p.apiVersion``
+        the kind and apiVersion a typed list gave it.
+
+        Equal to ``pod_from_k8s`` of the object: sub-documents that are only memo keys (labels,
+        owner references, each container's resources and ports, pod-level resources, overhead)
+        stay raw JSON bytes and are decoded once per distinct value; anything unusual goes to
+        ``pod_from_k8s`` on the generic decoding, so values and error messages are its own.
+
+        Raises:
+            AdapterError: as ``pod_from_k8s``.
+        """
+        try:
+            return self._from_struct(p)
+        except (_Odd, AdapterError, TypeError, ValueError, msgspec.DecodeError):
+            obj = GENERIC.decode(p.raw)
+            if type(obj) is dict and "kind" not in obj:
+                obj = {**obj, "kind": p.kind or "Pod", "apiVersion": obj.get("apiVersion", p.apiVersion)}
+            return pod_from_k8s(obj, self.priority_classes, self.default_priority)
+
+    def _from_struct(self, p: PodStruct) -> BoundPod:
+        meta = p.metadata
+        if meta is None or not meta.name:
+            raise _Odd
+        ns = meta.namespace or "default"
+        spec = p.spec or _NO_SPEC
+        status = p.status or _NO_STATUS
+        cs = spec.containers
+        if cs is not None and len(cs) == 1 and spec.initContainers is None:  # the common case
+            c = cs[0]
+            key = (bytes(c.resources), bytes(c.ports) if c.ports else None, c.restartPolicy,
+                   bytes(spec.resources) if spec.resources else None, bytes(spec.overhead) if spec.overhead else None)
+        else:
+            key = (_containers_raw_key(cs), _containers_raw_key(spec.initContainers), bytes(spec.resources), bytes(spec.overhead))
+        shape = self._raw_shapes.get(key)
+        if shape is None:
+            shape = self._raw_shapes[key] = _shape_of_struct(spec)
+        # Who the pod is (labels, owner, gang, queue), once per namespace, label set and owner.
+        labels, refs = meta.labels, meta.ownerReferences
+        key = (ns, bytes(labels) if labels else None, bytes(refs) if refs else None)
+        who = self._who.get(key)
+        if who is None:
+            who = self._who[key] = self._who_of(*key)
+        label_map, owner_kind, owner_name, gang, queue, label_limit = who
+        runtime_ann = None
+        raw = meta.annotations
+        if raw:
+            text = bytes(raw)
+            if text != b"null":
+                if text[:1] != b"{":
+                    raise _Odd
+                if b"\\" in text or _VOLCANO_GROUP_KEY in text or _RUNTIME_KEY in text:
+                    annotations = GENERIC.decode(text)
+                    group = annotations.get(GANG_ANNOTATION_VOLCANO)
+                    if group:
+                        gang = f"PodGroup/{ns}/{group}"
+                    runtime_ann = annotations.get(EXPECTED_RUNTIME_ANNOTATION)
+        deadline = spec.activeDeadlineSeconds
+        if deadline is None and runtime_ann is None:
+            deadline_s, limit = None, label_limit
+        else:
+            deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+            limit = _runtime_limit(deadline_s, label_map.get(MAX_EXEC_TIME_LABEL), runtime_ann)
+        restarts = 0
+        if status.containerStatuses:
+            for c in status.containerStatuses:
+                n = c.restartCount
+                if n is not None and n > 0:
+                    restarts += n
+        ready = None
+        if status.conditions:
+            for c in status.conditions:
+                if c.type == "Ready":
+                    ready = c.status == "True"
+        st = status.startTime
+        start = self._times.get(st, _NO_TIME) if st is not None else None
+        if start is _NO_TIME:
+            start = self._start(st)
+        prio = spec.priority
+        requests, host_ports = shape
+        return BoundPod(ns, meta.name, spec.nodeName or "", requests,
+                        prio if prio is not None else self._priority(None, spec.priorityClassName), gang, owner_kind,
+                        owner_name, queue, status.phase or "Pending", start, deadline_s, host_ports, limit, label_map,
+                        restarts, ready)
+
+    def _who_of(self, ns: str, labels: bytes | None, refs: bytes | None) -> tuple:
+        """(label map, owner kind, owner name, gang unless an annotation names one, queue, the
+        max-exec-time label in seconds) from the raw labels and ownerReferences."""
+        if labels is None:
+            label_map = EMPTY
+        else:
+            label_map = self._raw_labels.get(labels)
+            if label_map is None:
+                label_map = self._raw_labels[labels] = _str_labels(GENERIC.decode(labels))
+        owner_kind, owner_name, controller = _NO_OWNER if refs is None else _owner_of(GENERIC.decode(refs))
+        gang = _gang_of(ns, label_map.get(GANG_LABEL_COSCHEDULING) or label_map.get(GANG_LABEL_KUEUE), controller)
+        return (label_map, owner_kind, owner_name, gang, label_map.get(QUEUE_LABEL) or "",
+                _runtime_limit(None, label_map.get(MAX_EXEC_TIME_LABEL), None))
+
+
+def _containers_raw_key(cs: Any) -> tuple | None:
+    """The memo key of a container list: each container's raw resources and ports, and its
+    restartPolicy (None for a missing list)."""
+    if cs is None:
+        return None
+    return tuple([(bytes(c.resources), bytes(c.ports), c.restartPolicy) for c in cs])
+
+
+def _runtime_limit(deadline_s: float | None, max_exec: Any, expected: Any) -> float | None:
+    """The smallest of activeDeadlineSeconds (already seconds), Kueue's max-exec-time label and
+    gangcheck's expected-runtime annotation (lenient: a value that is not a positive number is
+    ignored), None when none is set."""
+    limit = deadline_s
+    for v in (max_exec, expected):
+        if v is not None:
+            s = _seconds(v)
+            if s is not None and (limit is None or s < limit):
+                limit = s
+    return limit
+
+
+def _str_labels(labels: Any) -> Mapping[str, str]:
+    """A read-only label map from decoded ``metadata.labels`` (EMPTY for null or {}); anything
+    but string keys and values is odd (``pod_from_k8s`` then reads the pod)."""
+    if labels is None or labels == {}:
+        return EMPTY
+    if type(labels) is not dict:
+        raise _Odd
+    for k, v in labels.items():
+        if type(k) is not str or type(v) is not str:
+            raise _Odd
+    return frozen_map(labels)
+
+
+def _container_dict(c: Any) -> dict:
+    """A ``_ContainerStruct`` back as the dict ``effective_requests`` and ``_host_ports`` read."""
+    out: dict = {}
+    if c.resources:
+        out["resources"] = GENERIC.decode(c.resources)
+    if c.ports:
+        out["ports"] = GENERIC.decode(c.ports)
+    if c.restartPolicy is not None:
+        out["restartPolicy"] = c.restartPolicy
+    return out
+
+
+def _shape_of_struct(spec: Any) -> tuple[Mapping, tuple[HostPort, ...]]:
+    """(effective requests, host ports) of a ``PodStruct``'s spec, through the dict readers.
+
+    Raises:
+        AdapterError: as ``effective_requests`` / ``_host_ports``.
+    """
+    d: dict = {}
+    if spec.containers is not None:
+        d["containers"] = [_container_dict(c) for c in spec.containers]
+    if spec.initContainers is not None:
+        d["initContainers"] = [_container_dict(c) for c in spec.initContainers]
+    if spec.overhead:
+        d["overhead"] = GENERIC.decode(spec.overhead)
+    if spec.resources:
+        d["resources"] = GENERIC.decode(spec.resources)
+    return frozen_map(effective_requests(d, "spec")), _host_ports(d)
+
+
+_NO_SPEC = _PodSpecStruct()
+_NO_STATUS = _PodStatusStruct()
+_NO_OWNER: tuple[str, str, None] = ("", "", None)
+# Annotation keys the fast path looks for in the raw bytes (exact unless escaped; a backslash
+# anywhere sends the annotations through the generic decoder).
+_VOLCANO_GROUP_KEY = f'"{GANG_ANNOTATION_VOLCANO}"'.encode()
+_RUNTIME_KEY = f'"{EXPECTED_RUNTIME_ANNOTATION}"'.encode()
 
 
 _NO_TIME = object()
@@ -913,6 +1093,8 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     # Pass 1: PriorityClasses (pods refer to them by name), and shape checks.
     for pos, obj in items:
+        if type(obj) is PodStruct:
+            continue
         if not isinstance(obj, Mapping):
             raise fail(AdapterError(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}"), pos)
         if obj.get("kind") == "PriorityClass" and group_of(obj) == SCHEDULING_K8S:
@@ -926,6 +1108,18 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     read_pod = _PodReader(priority_classes, default_priority)
     for pos, obj in items:
+        if type(obj) is PodStruct:  # a v1 Pod from the JSON dump reader (webhook.dump)
+            status = obj.status
+            phase = None if status is None else status.phase
+            if phase == "Succeeded" or phase == "Failed":  # pod_is_terminal
+                skipped[TERMINAL_PODS_KEY] = skipped.get(TERMINAL_PODS_KEY, 0) + 1
+                continue
+            try:
+                pod = read_pod.projected(obj)
+            except AdapterError as exc:
+                raise fail(exc, pos)
+            pods[(pod.namespace, pod.name)] = pod
+            continue
         kind = obj.get("kind")
         api = obj.get("apiVersion")
         group = "" if api == "v1" else group_of(obj)

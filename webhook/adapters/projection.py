@@ -23,6 +23,8 @@ from typing import Any, TypedDict
 import msgspec
 
 __all__ = [
+    "PodStruct",
+    "POD_STRUCT",
     "PodProjection",
     "NodeProjection",
     "GENERIC",
@@ -114,6 +116,74 @@ class NodeProjection(TypedDict, total=False):
     status: _NodeStatus
 
 
+class _ContainerStruct(msgspec.Struct, gc=False):
+    """What a pod's effective request and host ports read from one container, undecoded: the
+    raw JSON bytes of ``resources`` and ``ports`` key ``_PodReader``'s per-shape memo."""
+
+    resources: msgspec.Raw = msgspec.Raw()
+    ports: msgspec.Raw = msgspec.Raw()
+    restartPolicy: str | None = None
+
+
+class _MetaStruct(msgspec.Struct, gc=False):
+    name: str | None = None
+    namespace: str | None = None
+    labels: msgspec.Raw = msgspec.Raw()
+    annotations: msgspec.Raw = msgspec.Raw()
+    ownerReferences: msgspec.Raw = msgspec.Raw()
+
+
+class _PodSpecStruct(msgspec.Struct, gc=False):
+    containers: list[_ContainerStruct] | None = None
+    initContainers: list[_ContainerStruct] | None = None
+    overhead: msgspec.Raw = msgspec.Raw()
+    resources: msgspec.Raw = msgspec.Raw()
+    priority: int | None = None
+    priorityClassName: str | None = None
+    nodeName: str | None = None
+    activeDeadlineSeconds: int | None = None
+
+
+class _ContainerStatusStruct(msgspec.Struct, gc=False):
+    restartCount: int | None = None
+
+
+class _ConditionStruct(msgspec.Struct, gc=False):
+    type: str | None = None
+    status: str | None = None
+
+
+class _PodStatusStruct(msgspec.Struct, gc=False):
+    phase: str | None = None
+    startTime: str | None = None
+    containerStatuses: list[_ContainerStatusStruct] | None = None
+    conditions: list[_ConditionStruct] | None = None
+
+
+class PodStruct(msgspec.Struct, gc=False):
+    """A v1 Pod as the dump reader's fast path reads it: typed where the value is used as is,
+    raw JSON bytes (``msgspec.Raw``) where a sub-document is only a memo key (labels, owner
+    references, container resources) or rarely read (annotations).
+
+    Decoding fails with ``msgspec.ValidationError`` on a kept field of another type (a number
+    as ``metadata.name``, a string as ``spec.priority``, a container that is not an object…);
+    the caller then reads the object generically and ``pod_from_k8s`` reports it in its own
+    words. ``raw`` is not a field of the JSON (its key is one no Pod has): the reader sets it to
+    the whole object's bytes for that fallback. ``webhook.adapters.cluster._PodReader.projected``
+    converts it. ``kind`` and ``apiVersion`` are ``msgspec.UNSET`` when the object has no such
+    key (an item of a typed list such as ``PodList``).
+    """
+
+    apiVersion: str | None | msgspec.UnsetType = msgspec.UNSET
+    kind: str | None | msgspec.UnsetType = msgspec.UNSET
+    metadata: _MetaStruct | None = None
+    spec: _PodSpecStruct | None = None
+    status: _PodStatusStruct | None = None
+    raw: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="$gangcheck-raw")
+
+
+#: Decodes one JSON object into a ``PodStruct`` (``msgspec.ValidationError`` on odd types).
+POD_STRUCT = msgspec.json.Decoder(PodStruct)
 #: Decodes any JSON value into plain Python values (dict, list, str, int, float, bool, None).
 GENERIC = msgspec.json.Decoder()
 #: kind → decoder of one object into its projection.

@@ -11,6 +11,7 @@ Pure: the caller (adapters, the cache) builds ``Node``/``BoundPod`` values and h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections import Counter
 from types import MappingProxyType
 from collections.abc import Iterable, Mapping
 
@@ -171,11 +172,19 @@ class ClusterSnapshot:
                 labelled_gpus[i] = int(count)
                 names.setdefault(GPU, None)
         by_node: dict[str, list[BoundPod]] = {}
+        shapes: dict[int, Resources] = {}  # distinct request maps (pods of one shape share one)
         for p in self.pods:
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-                for r in p.requests:
-                    names.setdefault(r, None)
+            node = p.node_name
+            if node:
+                here = by_node.get(node)
+                if here is None:
+                    by_node[node] = [p]
+                else:
+                    here.append(p)
+                shapes[id(p.requests)] = p.requests
+        for req in shapes.values():
+            for r in req:
+                names.setdefault(r, None)
         self.resources: tuple[str, ...] = tuple(names)
         self.col: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         self.pods_by_node: Mapping[str, tuple[BoundPod, ...]] = MappingProxyType(
@@ -208,9 +217,9 @@ class ClusterSnapshot:
                 here = by_node.get(n.name)
                 if here:
                     acc = [0] * n_res  # Python ints first: one row assignment instead of an item update per request
-                    for p in here:
-                        for r, v in p.requests.items():
-                            acc[col[r]] += v
+                    for rid, k in Counter([id(p.requests) for p in here]).items():  # once per shared request map
+                        for r, v in shapes[rid].items():
+                            acc[col[r]] += v * k
                     acc[pods_col] += len(here)
                     if max(acc) < 2**63 and min(acc) >= 0:
                         used[i] = acc
