@@ -1033,7 +1033,9 @@ def pod_group_from_k8s(obj: Mapping) -> PodGroupState:
 def _flatten(objects: Iterable[Any]) -> Iterable[tuple[int, Any]]:
     """Yield (position, object), expanding ``kind: List`` / ``*List`` wrappers."""
     for pos, obj in enumerate(objects):
-        if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List") and isinstance(obj.get("items"), list):
+        if type(obj) is PodStruct:  # the JSON dump reader's pods: never a list
+            yield pos, obj
+        elif isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List") and isinstance(obj.get("items"), list):
             item_kind = obj["kind"][: -len("List")]
             for item in obj["items"]:
                 if isinstance(item, Mapping) and item_kind and "kind" not in item:
