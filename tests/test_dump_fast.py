@@ -500,3 +500,101 @@ def test_snapshot_matrices_from_demo_dump_are_int64_and_match(tmp_path):
     path = write(tmp_path, "demo.json", {"apiVersion": "v1", "kind": "List", "items": demo_objects(DEMO_NOW)})
     snap = load_cluster(path)
     assert snap.used.dtype == np.int64 and int(snap.used[:, snap.col["nvidia.com/gpu"]].sum()) > 0
+
+
+# ---------------------------------------------------------------- parallel reading (forked workers)
+
+
+@pytest.fixture
+def parallel(monkeypatch):
+    """Read every list in parallel: 3 processes, however small the list."""
+    monkeypatch.setattr(dump_module, "PARALLEL_MIN_ITEMS", 1)
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "3")
+    assert dump_module._workers(10) == 3                                  # the fork path is really taken
+    forks = []
+    real = dump_module._Forked.__init__
+
+    def counting(self, *a, **k):
+        forks.append(a[-1])
+        real(self, *a, **k)
+
+    monkeypatch.setattr(dump_module._Forked, "__init__", counting)
+    return forks
+
+
+def big_odd_dump(tmp_path) -> str:
+    items = odd_items() + demo_objects() + STRUCT_ODD_PODS[2:4] + [pod(f"x{i}", spec__priorityClassName="high") for i in range(40)]
+    items.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "late"}, "value": 77})
+    items += [pod(f"late{i}", spec__priorityClassName="late") for i in range(5)]   # a class defined in another share
+    return write(tmp_path, "big.json", {"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def test_parallel_read_equals_sequential_and_general(tmp_path, general_only, parallel, monkeypatch):
+    path = big_odd_dump(tmp_path)
+    snap, objects = load_cluster_and_objects(path)
+    assert parallel == [3]
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "1")
+    seq, seq_objects = load_cluster_and_objects(path)
+    assert state(snap) == state(seq)
+    assert [dict(o) for o in objects] == [dict(o) for o in seq_objects]
+    assert [getattr(o, "ref", None) for o in objects] == [getattr(o, "ref", None) for o in seq_objects]
+    pods = {p.name: p for p in snap.pods}
+    assert pods["x0"].priority == 1000 and pods["late4"].priority == 77 and pods["h"].priority == 7
+    general_only()
+    assert state(snap) == state(load_cluster(path))
+
+
+def test_parallel_typed_pod_list(tmp_path, general_only, parallel):
+    items = [{k: v for k, v in pod(f"p{i}").items() if k != "kind"} for i in range(30)]
+    path = write(tmp_path, "pods.json", {"apiVersion": "v1", "kind": "PodList", "items": items})
+    snap, objects = load_cluster_and_objects(path)
+    assert len(snap.pods) == 30 and {o["kind"] for o in objects} == {"Pod"} and objects[-1].ref == ("team-a", "p29")
+    general_only()
+    assert state(snap) == state(load_cluster(path))
+
+
+def test_parallel_read_reports_errors_as_sequential(tmp_path, parallel, monkeypatch):
+    items = [node("n0")] + [pod(f"p{i}") for i in range(20)] + [pod("bad", status__startTime="yesterday")] + [pod("q")]
+    path = write(tmp_path, "bad.json", {"apiVersion": "v1", "kind": "List", "items": items})
+    err = error_of(load_cluster, path)
+    assert parallel == [3]
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "1")
+    assert error_of(load_cluster, path) == err
+    assert err[0] is AdapterError and err[1].startswith(f"{path}: document 1, item 22: Pod team-a/bad")
+
+
+@pytest.mark.parametrize("failure", ["raise", "garbage", "exit"])
+def test_a_failed_worker_costs_time_never_a_result(tmp_path, parallel, monkeypatch, failure):
+    import os
+
+    def broken(*_a, **_k):
+        if failure == "raise":
+            raise RuntimeError("worker broke")
+        if failure == "exit":
+            os._exit(3)
+        return b"\x93not a payload"
+
+    path = big_odd_dump(tmp_path)
+    monkeypatch.setattr(dump_module, "_convert_share", broken)
+    snap = load_cluster(path)
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "1")
+    assert parallel == [3] and state(snap) == state(load_cluster(path))
+
+
+def test_workers_only_for_large_lists_and_without_other_threads(monkeypatch):
+    import threading
+
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "4")
+    assert dump_module._workers(dump_module.PARALLEL_MIN_ITEMS - 1) == 1
+    assert dump_module._workers(dump_module.PARALLEL_MIN_ITEMS) == 4
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "lots")
+    assert dump_module._workers(10**6) == 1
+    monkeypatch.setenv(dump_module.WORKERS_ENV, "4")
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert dump_module._workers(10**6) == 1                         # forking a threaded process is unsafe
+    finally:
+        stop.set()
+        t.join()

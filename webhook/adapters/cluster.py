@@ -708,12 +708,43 @@ class _PodReader:
                 _runtime_limit(None, label_map.get(MAX_EXEC_TIME_LABEL), None))
 
 
+    def deferred(self, p: PodStruct) -> ConvertedPod | None:
+        """``projected`` for a reader that does not know the PriorityClasses yet (a share of
+        a dump read in parallel): the pod with its priority to resolve later when it has no
+        spec.priority; None for a terminal pod or anything ``projected`` would hand to
+        ``pod_from_k8s`` (read those with ``build_snapshot`` as usual)."""
+        status = p.status
+        if status is not None and (status.phase == "Succeeded" or status.phase == "Failed"):
+            return None
+        try:
+            pod = self._from_struct(p)
+        except (_Odd, AdapterError, TypeError, ValueError, msgspec.DecodeError):
+            return None
+        spec = p.spec
+        if spec is not None and spec.priority is not None:
+            return ConvertedPod(pod, False, None)
+        return ConvertedPod(pod, True, None if spec is None else spec.priorityClassName)
+
+
 def _containers_raw_key(cs: Any) -> tuple | None:
     """The memo key of a container list: each container's raw resources and ports, and its
     restartPolicy (None for a missing list)."""
     if cs is None:
         return None
     return tuple([(bytes(c.resources), bytes(c.ports), c.restartPolicy) for c in cs])
+
+
+
+class ConvertedPod(msgspec.Struct, gc=False):
+    """A v1 Pod converted before the PriorityClasses were known (``_PodReader.deferred``,
+    possibly in another process of the JSON dump reader): ``build_snapshot`` resolves its
+    priority from spec.priorityClassName (``class_name``) when ``resolve`` is set, as
+    ``pod_from_k8s`` would have. ``injected``: the pod took its kind from a typed list."""
+
+    pod: BoundPod
+    resolve: bool
+    class_name: str | None
+    injected: bool = False
 
 
 def _runtime_limit(deadline_s: float | None, max_exec: Any, expected: Any) -> float | None:
@@ -1033,7 +1064,7 @@ def pod_group_from_k8s(obj: Mapping) -> PodGroupState:
 def _flatten(objects: Iterable[Any]) -> Iterable[tuple[int, Any]]:
     """Yield (position, object), expanding ``kind: List`` / ``*List`` wrappers."""
     for pos, obj in enumerate(objects):
-        if type(obj) is PodStruct:  # the JSON dump reader's pods: never a list
+        if type(obj) is PodStruct or type(obj) is ConvertedPod:  # the JSON dump reader's pods: never a list
             yield pos, obj
         elif isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List") and isinstance(obj.get("items"), list):
             item_kind = obj["kind"][: -len("List")]
@@ -1095,7 +1126,7 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     # Pass 1: PriorityClasses (pods refer to them by name), and shape checks.
     for pos, obj in items:
-        if type(obj) is PodStruct:
+        if type(obj) is PodStruct or type(obj) is ConvertedPod:
             continue
         if not isinstance(obj, Mapping):
             raise fail(AdapterError(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}"), pos)
@@ -1110,6 +1141,12 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     read_pod = _PodReader(priority_classes, default_priority)
     for pos, obj in items:
+        if type(obj) is ConvertedPod:  # a v1 Pod the JSON dump reader converted
+            pod = obj.pod
+            if obj.resolve:
+                pod = msgspec.structs.replace(pod, priority=read_pod._priority(None, obj.class_name))
+            pods[(pod.namespace, pod.name)] = pod
+            continue
         if type(obj) is PodStruct:  # a v1 Pod from the JSON dump reader (webhook.dump)
             status = obj.status
             phase = None if status is None else status.phase
