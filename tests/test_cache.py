@@ -116,6 +116,31 @@ def test_initial_paged_sync_matches_a_full_resum(server, make_cache):
     assert st["ready"] and st["informers"]["pods"]["objects"] == 1300 and st["informers"]["pods"]["lists"] == 1
 
 
+
+def test_listed_pods_convert_as_pod_from_k8s_odd_ones_included(server, make_cache):
+    # The pods list goes through PodStruct and the memoising reader; odd pods fall back to the
+    # generic path, bad ones are counted and skipped, terminal ones are not stored.
+    server.not_installed = set(ALL_CRD_GROUPS)
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 900}
+    pods = [make_pod(f"p{i}", node="n1") for i in range(5)]
+    del pods[1]["spec"]["priority"]
+    pods[1]["spec"]["priorityClassName"] = "high"
+    pods[2]["metadata"]["labels"]["flag"] = True                      # not a string: the generic path
+    pods[3]["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "pg"
+    pods[3]["status"]["containerStatuses"] = [{"name": "main", "restartCount": 4}]
+    bad = make_pod("bad", node="n1")
+    bad["status"]["startTime"] = "yesterday"
+    server.load([make_node("n1"), pc, *pods, bad])
+    cache = make_cache(page_size=3).start()
+    assert cache.wait_ready(WAIT)
+    got = {p.name: p for p in cache.snapshot().pods}
+    want = {p["metadata"]["name"]: pod_from_k8s(p, {"high": 900}) for p in pods}
+    assert got == want
+    assert got["p1"].priority == 900 and dict(got["p2"].labels)["flag"] == "True"
+    assert got["p3"].gang == "PodGroup/team-a/pg" and got["p3"].restarts == 4
+    assert informer(cache, "pods")["convert_errors"] == 1 and "bad" not in got
+
+
 def test_ready_only_after_every_informer_synced_and_backoff_recovers(server, make_cache):
     server.not_installed = {"scheduling.volcano.sh", "scheduling.x-k8s.io"}
     server.load([make_node("n1")])

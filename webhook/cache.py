@@ -50,6 +50,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from .adapters.cluster import (
+    _PodReader,
     cluster_queue_from_k8s,
     cohort_from_k8s,
     local_queue_from_k8s,
@@ -65,11 +66,13 @@ from .adapters.disruption import disruption_budget_from_k8s
 from .adapters.errors import AdapterError
 from .adapters.projection import GENERIC as _GENERIC
 from .adapters.projection import decode_list as _decode_list
+from .adapters.projection import POD_STRUCT as _POD_STRUCT
 from .adapters.projection import decode_object as _decode_object
 from .adapters.workload import workload_from_k8s
 from .engine.model import KueueState, VolcanoState, frozen_map
 from .engine.snapshot import ClusterSnapshot
 from .engine.wait import RuntimeHistory
+from .gcpause import gc_paused
 
 __all__ = ["LiveCache", "ResourceSpec", "DEFAULT_RESOURCES", "POD_FIELD_SELECTOR", "CacheError", "default_api_client"]
 
@@ -164,6 +167,18 @@ class _Event(TypedDict, total=False):
 _EVENT = msgspec.json.Decoder(_Event)
 
 
+class _PodPage(TypedDict, total=False):
+    metadata: dict
+    items: list[msgspec.Raw]
+
+
+#: A pods list page: its items kept as raw JSON for ``_Informer._convert_pods``.
+_POD_PAGE = msgspec.json.Decoder(_PodPage)
+#: A pod reader's memos (shapes, label sets, owners, start times) are dropped past this many
+#: entries: a long-running cache sees every start time and owner the cluster ever had.
+_READER_MEMO_LIMIT = 200_000
+
+
 def _obj_key(obj: Mapping) -> Any:
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace") or ""
@@ -213,6 +228,7 @@ class _Informer:
         self._failures = 0
         self._resp = None
         self._resp_lock = threading.Lock()
+        self._reader: _PodReader | None = None
         self.thread = threading.Thread(target=self._run, name=f"informer-{spec.name}", daemon=True)
 
     # ---------------------------------------------------------- thread
@@ -366,20 +382,29 @@ class _Informer:
                         raise self._error(resp, f"list {spec.path(self.version)}")
                     body = resp.data
                     resp.release_conn()
-                    page = _decode_list(spec.kind, body)
-                    del body
-                    meta = page.get("metadata") or {}
-                    rv = str(meta.get("resourceVersion") or "")
-                    for obj in page.get("items") or ():
-                        try:
-                            kv = self._convert(obj)
-                        except AdapterError as exc:
-                            self.convert_errors += 1
-                            log.warning("%s: skipping %s", spec.name, exc)
-                            continue
-                        if kv is not None:
-                            converted[kv[0]] = kv[1]
-                    del page
+                    if spec.kind == "Pod":
+                        with gc_paused():  # many short-lived objects a page: no collections meanwhile
+                            try:
+                                page, raw_items = _POD_PAGE.decode(body), True
+                            except msgspec.ValidationError:  # odd but valid JSON: read generically
+                                page, raw_items = _decode_list("Pod", body), False
+                            del body
+                            meta = page.get("metadata") or {}
+                            rv = str(meta.get("resourceVersion") or "")
+                            if raw_items:
+                                self._convert_pods(page.get("items") or (), converted)
+                            else:
+                                for obj in page.get("items") or ():
+                                    self._convert_into(obj, converted)
+                            del page
+                    else:
+                        page = _decode_list(spec.kind, body)
+                        del body
+                        meta = page.get("metadata") or {}
+                        rv = str(meta.get("resourceVersion") or "")
+                        for obj in page.get("items") or ():
+                            self._convert_into(obj, converted)
+                        del page
                     cont = str(meta.get("continue") or "")
                     if not cont:
                         return converted, rv
@@ -536,6 +561,55 @@ class _Informer:
                                        p.queue, p.owner_kind, limit)
 
     # ---------------------------------------------------------- projection
+    def _convert_into(self, obj: Mapping, converted: dict) -> None:
+        """``converted[key] = projection`` for a listed object (a conversion error is counted
+        and logged; the object is skipped)."""
+        try:
+            kv = self._convert(obj)
+        except AdapterError as exc:
+            self.convert_errors += 1
+            log.warning("%s: skipping %s", self.spec.name, exc)
+            return
+        if kv is not None:
+            converted[kv[0]] = kv[1]
+
+    def _convert_pods(self, raws: Iterable[msgspec.Raw], converted: dict) -> None:
+        """A page of listed pods (raw JSON objects) into ``converted``, as ``_convert_into``
+        would: through ``PodStruct`` and a memoising ``_PodReader`` (the JSON dump reader's
+        path: same values, ~8 µs a pod instead of ~40), generically for anything odd."""
+        cache = self.cache
+        reader = self._pod_reader()
+        compact = cache._compact_pod
+        for raw in raws:
+            try:
+                p = _POD_STRUCT.decode(raw)
+            except msgspec.ValidationError:
+                self._convert_into(_decode_object("Pod", raw), converted)
+                continue
+            status = p.status
+            if status is not None and (status.phase == "Succeeded" or status.phase == "Failed"):
+                self._learn_runtime(_GENERIC.decode(raw))  # as _convert does for a terminal pod
+                continue
+            p.kind, p.apiVersion, p.raw = "Pod", "v1", raw
+            try:
+                pod = reader.projected(p)
+            except AdapterError as exc:
+                self.convert_errors += 1
+                log.warning("%s: skipping %s", self.spec.name, exc)
+                continue
+            ns = p.metadata.namespace  # the key as _obj_key makes it (watch events use that)
+            converted[(ns, pod.name) if ns else pod.name] = compact(pod)
+
+    def _pod_reader(self) -> _PodReader:
+        """The pod reader for the cache's current PriorityClasses (a new one when they changed
+        or its memos grew past ``_READER_MEMO_LIMIT`` entries)."""
+        cache = self.cache
+        r = self._reader
+        if (r is None or r.priority_classes is not cache._pc_values or r.default_priority != cache._pc_default
+                or r.memo_size() > _READER_MEMO_LIMIT):
+            r = self._reader = _PodReader(cache._pc_values, cache._pc_default)
+        return r
+
     def _convert(self, obj: Mapping) -> tuple[Any, Any] | None:
         """(key, projection), or None when the object must not be stored (a terminal pod)."""
         kind = self.spec.kind

@@ -514,6 +514,11 @@ class _PodReader:
         self._raw_labels: dict[bytes, Mapping[str, str]] = {}
         self._who: dict[tuple, tuple] = {}
 
+    def memo_size(self) -> int:
+        """Entries held by the memos (they grow with distinct shapes, label sets, owners and
+        start times; a long-lived user replaces the reader past a bound)."""
+        return len(self._shapes) + len(self._times) + len(self._labels) + len(self._raw_shapes) + len(self._raw_labels) + len(self._who)
+
     def __call__(self, obj: Mapping) -> BoundPod:
         """The ``BoundPod`` for a v1 Pod (as ``pod_from_k8s(obj, priority_classes, default_priority)``).
 
