@@ -155,6 +155,10 @@ def _node(rng: random.Random, i: int, n_nodes: int, rack_size: int) -> tuple[dic
     return node, product
 
 
+_PRIORITY_VALUES = {"training": 1000, "inference": 5000, "system-cluster-critical": 2_000_000_000,
+                    "system-node-critical": 2_000_001_000}
+
+
 def _pod(ns: str, name: str, node: str, containers: list[dict], owner: tuple[str, str], *,
          labels: dict | None = None, tolerations: list | None = None, init: list | None = None,
          phase: str = "Running", priority_class: str | None = None) -> dict:
@@ -166,6 +170,9 @@ def _pod(ns: str, name: str, node: str, containers: list[dict], owner: tuple[str
         spec["initContainers"] = init
     if priority_class:
         spec["priorityClassName"] = priority_class
+    # The API server's Priority admission plugin writes the class's value into every pod, so a
+    # real dump always has spec.priority (0 without a class).
+    spec["priority"] = _PRIORITY_VALUES.get(priority_class or "", 0)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -489,8 +489,11 @@ def _read_item(raw: Any, item_kind: str, api: str, objects: list, lookup: list |
         if reader is not None:
             conv = reader.deferred(obj)
             if conv is not None:
-                conv.injected = injected
-                objects.append(conv)
+                if conv.resolve:
+                    conv.injected = injected
+                    objects.append(conv)
+                else:
+                    objects.append(conv.pod)  # spec.priority was set: nothing left to resolve
                 if lookup is not None:
                     pod = conv.pod
                     lookup.append(LazyObject(raw, k, a, injected, (pod.namespace, pod.name)))
@@ -631,7 +634,7 @@ def _merge_rows(items: list, lo: int, hi: int, payload: _Payload, item_kind: str
         pod = BoundPod(r.namespace, r.name, r.node_name, requests[r.requests], r.priority, r.gang, r.owner_kind,
                        r.owner_name, r.queue, r.phase, r.start_time, r.deadline_s, host_ports[r.host_ports],
                        r.runtime_limit_s, labels[r.labels], r.restarts, r.ready)
-        objects.append(ConvertedPod(pod, r.resolve, r.class_name, r.injected))
+        objects.append(ConvertedPod(pod, True, r.class_name, r.injected) if r.resolve else pod)
         if lookup is not None:
             lookup.append(LazyObject(items[i], "Pod", "v1", r.injected, (r.namespace, r.name)))
 
@@ -649,9 +652,11 @@ class _Forked:
 
     def __init__(self, items: list, item_kind: str, api: str, workers: int) -> None:
         n = len(items)
-        # The parent also merges every share: give it a slightly smaller one.
-        bounds = [round(n * k / workers) for k in range(workers + 1)]
-        self.start = bounds[1]
+        # A worker also encodes its rows and pays copy-on-write faults: the parent, which merges
+        # after waiting, takes a slightly larger share (measured: ~0.55 of the list with 2).
+        first = round(n * 1.2 / (workers + 0.2))
+        bounds = [0, first] + [first + round((n - first) * k / (workers - 1)) for k in range(1, workers)]
+        self.start = first
         self._shares = list(zip(bounds[1:-1], bounds[2:]))
         self._procs: list[tuple[int, int]] = []  # (pid, read fd)
         sys.stdout.flush()

@@ -1069,7 +1069,7 @@ def pod_group_from_k8s(obj: Mapping) -> PodGroupState:
 def _flatten(objects: Iterable[Any]) -> Iterable[tuple[int, Any]]:
     """Yield (position, object), expanding ``kind: List`` / ``*List`` wrappers."""
     for pos, obj in enumerate(objects):
-        if type(obj) is PodStruct or type(obj) is ConvertedPod:  # the JSON dump reader's pods: never a list
+        if type(obj) is PodStruct or type(obj) is ConvertedPod or type(obj) is BoundPod:  # the JSON dump reader's pods: never a list
             yield pos, obj
         elif isinstance(obj, Mapping) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List") and isinstance(obj.get("items"), list):
             item_kind = obj["kind"][: -len("List")]
@@ -1131,7 +1131,7 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     # Pass 1: PriorityClasses (pods refer to them by name), and shape checks.
     for pos, obj in items:
-        if type(obj) is PodStruct or type(obj) is ConvertedPod:
+        if type(obj) is PodStruct or type(obj) is ConvertedPod or type(obj) is BoundPod:
             continue
         if not isinstance(obj, Mapping):
             raise fail(AdapterError(f"expected a Kubernetes object (a mapping), got {type(obj).__name__}"), pos)
@@ -1146,7 +1146,10 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
 
     read_pod = _PodReader(priority_classes, default_priority)
     for pos, obj in items:
-        if type(obj) is ConvertedPod:  # a v1 Pod the JSON dump reader converted
+        if type(obj) is BoundPod:  # a v1 Pod the JSON dump reader converted in full
+            pods[(obj.namespace, obj.name)] = obj
+            continue
+        if type(obj) is ConvertedPod:  # one whose priority is still to resolve
             pod = obj.pod
             if obj.resolve:
                 pod = msgspec.structs.replace(pod, priority=read_pod._priority(None, obj.class_name))
