@@ -172,6 +172,8 @@ class _PodPage(TypedDict, total=False):
     items: list[msgspec.Raw]
 
 
+#: ``_Informer._converted``'s answer for an object that could not be converted.
+_FAILED = object()
 #: A pods list page: its items kept as raw JSON for ``_Informer._convert_pods``.
 _POD_PAGE = msgspec.json.Decoder(_PodPage)
 #: A pod reader's memos (shapes, label sets, owners, start times) are dropped past this many
@@ -487,11 +489,8 @@ class _Informer:
                 if kind == "Pod":
                     self._learn_runtime(obj)
                 continue
-            try:
-                kv = self._convert(obj)
-            except AdapterError as exc:
-                self.convert_errors += 1
-                log.warning("%s: keeping the previous state of an object: %s", self.spec.name, exc)
+            kv = self._converted(obj, "keeping the previous state of an object:")
+            if kv is _FAILED:
                 continue
             ops.append((_obj_key(obj), None) if kv is None else kv)
             if etype == "ADDED" and kind == "Pod" and kv is not None:
@@ -561,16 +560,21 @@ class _Informer:
                                        p.queue, p.owner_kind, limit)
 
     # ---------------------------------------------------------- projection
+    def _converted(self, obj: Any, doing: str, convert: Callable[[Any], Any] | None = None) -> Any:
+        """``(convert or self._convert)(obj)``, or ``_FAILED`` after counting and logging a
+        conversion error ("<informer>: <doing> <error>")."""
+        try:
+            return (convert or self._convert)(obj)
+        except AdapterError as exc:
+            self.convert_errors += 1
+            log.warning("%s: %s %s", self.spec.name, doing, exc)
+            return _FAILED
+
     def _convert_into(self, obj: Mapping, converted: dict) -> None:
         """``converted[key] = projection`` for a listed object (a conversion error is counted
         and logged; the object is skipped)."""
-        try:
-            kv = self._convert(obj)
-        except AdapterError as exc:
-            self.convert_errors += 1
-            log.warning("%s: skipping %s", self.spec.name, exc)
-            return
-        if kv is not None:
+        kv = self._converted(obj, "skipping")
+        if kv is not _FAILED and kv is not None:
             converted[kv[0]] = kv[1]
 
     def _convert_pods(self, raws: Iterable[msgspec.Raw], converted: dict) -> None:
@@ -591,11 +595,8 @@ class _Informer:
                 self._learn_runtime(_GENERIC.decode(raw))  # as _convert does for a terminal pod
                 continue
             p.kind, p.apiVersion, p.raw = "Pod", "v1", raw
-            try:
-                pod = reader.projected(p)
-            except AdapterError as exc:
-                self.convert_errors += 1
-                log.warning("%s: skipping %s", self.spec.name, exc)
+            pod = self._converted(p, "skipping", reader.projected)
+            if pod is _FAILED:
                 continue
             ns = p.metadata.namespace  # the key as _obj_key makes it (watch events use that)
             converted[(ns, pod.name) if ns else pod.name] = compact(pod)

@@ -1088,6 +1088,9 @@ def build_snapshot(objects: Iterable[dict], source: str = "", as_of: float | Non
         objects: any mix of kinds, in any order (``kind: List`` wrappers are expanded).
             PriorityClasses are read first so a Pod's priorityClassName resolves wherever the
             class appears. A later object with the same kind and name replaces an earlier one.
+            The JSON dump reader (``webhook.dump``) may also pass v1 Pods already decoded as
+            ``PodStruct``, or converted (``BoundPod``, or ``ConvertedPod`` when the priority is
+            still to resolve); they take their place in the order like any other object.
         source: where the objects came from (a path, "demo", "live"); put on the snapshot and
             in error messages.
 
