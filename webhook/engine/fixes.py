@@ -28,9 +28,12 @@ Pure: no I/O, no clock (``now`` is an argument).
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import heapq
 import itertools
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -223,6 +226,27 @@ def own_pod(gang: GangRequest, p: BoundPod) -> bool:
     return bool(gang.name) and (tail == gang.name or p.owner_name == gang.name)
 
 
+def _own_test(gang: GangRequest) -> Callable[[BoundPod], bool]:
+    """``lambda p: own_pod(gang, p)`` for pods of the gang's namespace, with the gang's key and
+    name worked out once."""
+    key = gang.key
+    low = key.lower()
+    name = gang.name
+    ascii_key = key.isascii()
+
+    def own(p: BoundPod) -> bool:
+        g = p.gang
+        if g:
+            # ASCII case folding keeps lengths: a key of another length cannot match.
+            if g == key or ((len(g) == len(key) or not ascii_key or not g.isascii()) and g.lower() == low):
+                return True
+            # The part after the last "/" is a suffix of g.
+            return bool(name) and ((g.endswith(name) and g.rsplit("/", 1)[-1] == name) or p.owner_name == name)
+        return bool(name) and p.owner_name == name
+
+    return own
+
+
 def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | None = None, options: Any = None) -> GangView:
     """Masks and per-node pod counts for each pod set, honouring the Kueue flavor the quota
     layer assigned (``decision.quota["flavors"]``). Units as in ``fit``.
@@ -250,7 +274,8 @@ def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | Non
 
     main = max(range(len(pod_sets)), key=lambda i: (gpu_of(pod_sets[i]), pod_sets[i].count), default=0)
     ns = gang.namespace
-    own = [p for p in snap.pods if p.namespace == ns and own_pod(gang, p)]
+    mine = _own_test(gang)
+    own = [p for p in snap.pods if p.namespace == ns and mine(p)]
     own_bound = [p for p in own if p.node_name]
     own_pending = [p for p in own if not p.node_name]
     gpu = None
@@ -326,13 +351,36 @@ def _unit_key(p: BoundPod) -> str:
 _MISSING = object()
 
 
-def _pod_indexes(snap: ClusterSnapshot) -> tuple[Mapping[str, list[BoundPod]], Mapping[tuple[str, str], list[BoundPod]]]:
-    """(bound pods with a gang key by gang key, pods by (namespace, name)), each in
-    ``snap.pods`` order; built once per snapshot and kept on it."""
+def _pod_indexes(snap: ClusterSnapshot) -> tuple[Mapping[str, list[BoundPod]], bool]:
+    """(bound pods with a gang key by gang key, in ``snap.pods`` order; True when no two pods
+    of the snapshot share a name — then no two share a (namespace, name) either); built once per
+    snapshot and kept on it."""
     key = ("fixes.pod_indexes",)
     hit = snap.recall(key)
     if hit is None:
         by_gang: dict[str, list[BoundPod]] = {}
+        for p in snap.pods:
+            g = p.gang
+            if g and p.node_name:
+                lst = by_gang.get(g)
+                if lst is None:
+                    by_gang[g] = [p]
+                else:
+                    lst.append(p)
+        unique = len(set(map(_NAME, snap.pods))) == len(snap.pods)
+        hit = snap.remember(key, (by_gang, unique))
+    return hit  # type: ignore[return-value]
+
+
+_NAME = operator.attrgetter("name")
+
+
+def _pods_by_name(snap: ClusterSnapshot) -> Mapping[tuple[str, str], list[BoundPod]]:
+    """Pods by (namespace, name), in ``snap.pods`` order; built once per snapshot (only when
+    some pod name is not unique, or a unit key names a pod some other way) and kept on it."""
+    key = ("fixes.pods_by_name",)
+    hit = snap.recall(key)
+    if hit is None:
         by_name: dict[tuple[str, str], list[BoundPod]] = {}
         for p in snap.pods:
             k = (p.namespace, p.name)
@@ -341,13 +389,7 @@ def _pod_indexes(snap: ClusterSnapshot) -> tuple[Mapping[str, list[BoundPod]], M
                 by_name[k] = [p]
             else:
                 lst.append(p)
-            if p.node_name and p.gang:
-                lst = by_gang.get(p.gang)
-                if lst is None:
-                    by_gang[p.gang] = [p]
-                else:
-                    lst.append(p)
-        hit = snap.remember(key, (by_gang, by_name))
+        hit = snap.remember(key, by_name)
     return hit  # type: ignore[return-value]
 
 
@@ -378,59 +420,186 @@ def victim_units(
     ``shape``, ``now``, ``options`` and ``pdb`` (``compute_fixes`` does): the candidate units of
     each node and each unit are then worked out once. Units are sorted by key.
     """
+    return list(_victim_units(snap, gang, shape, nodes, now, max_priority, options, pdb, memo)[0])
+
+
+class _Units(collections.abc.Sequence):
+    """The units of a ``_victim_units`` answer, each made on first access from its memo entry
+    (see ``_victim_units``): a search reads their ``_unit_pack`` and makes only the few units it
+    looks at (the ones it picks, spanning ones), not tens of thousands."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: list[list]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._entries)))]
+        e = self._entries[i]
+        u = e[0]
+        return u if u is not None else _materialize(e)
+
+
+def _materialize(e: list) -> Unit:
+    """The unit of a one-pod memo entry [None, pack, key, pod, partial] (``_solo_entry``); kept in it."""
+    _, pack, k, p, partial = e
+    node = pack[5]
+    u = e[0] = _new_object(Unit)
+    u.__dict__.update(key=k, pods=(p,), use={} if node is None else {node: pack[6]}, priority=p.priority, tenants=pack[1],
+                      gpus=pack[9], hours=pack[4], pdb=pack[3], partial=partial, budgets=pack[2], _search_pack=pack)
+    return u
+
+
+def _victim_units(snap: ClusterSnapshot, gang: GangRequest, shape: Shape, nodes: Iterable[int], now: float | None,
+                  max_priority: int | None, options: Any, pdb: Mapping[str, int] | None,
+                  memo: dict | None) -> tuple[Sequence[Unit], list[tuple]]:
+    """``victim_units`` (as a ``_Units``: made on access) and the ``_unit_pack`` of each unit.
+
+    The memo keeps, per unit key, None (never a victim) or an entry [unit, pack, …]: units of
+    one pod are first kept as [None, pack, key, pod, partial] (``_solo_entry``) and made when
+    read; the others are made at once ([unit, pack])."""
     cache: dict = memo if memo is not None else {}
     cols = [int(c) for c in shape.cols]
     names = list(shape.names)
     relevant = [n for n in names if n != "pods"]
     gang_ns = gang.namespace
-    keys: set[str] = set()
-    for i in nodes:
-        node_keys = cache.get(("node", i))
-        if node_keys is None:
-            found: list[str] = []
-            for p in snap.pods_by_node.get(snap.nodes[i].name, ()):
-                if p.owner_kind == "DaemonSet" or p.priority >= SYSTEM_PRIORITY or (p.namespace == gang_ns and own_pod(gang, p)):
-                    continue
-                req = p.requests
-                for r in relevant:
-                    if req.get(r, 0):
-                        found.append(_unit_key(p))
-                        break
-            node_keys = cache[("node", i)] = found
-        keys.update(node_keys)
-    if not keys:
-        return []
+    own = _own_test(gang)
+    node_memo: dict[int, list[str]] = cache.setdefault("nodes", {})
+    unit_memo: dict[str, list | None] = cache.setdefault("units", {})  # key → entry (see above)
+    per_request: dict = cache.setdefault("per_request", {})
+    shared: dict = cache.setdefault("shared", {})  # see _solo_entry
     pending_gangs = cache.get("pending_gangs")
     if pending_gangs is None:
         pending_gangs = cache["pending_gangs"] = {p.gang for p in snap.pending_pods if p.gang}
-    per_request: dict = cache.setdefault("per_request", {})
     indexes = None
-    units = []
+    keys: set[str] = set()
+    for i in nodes:
+        node_keys = node_memo.get(i)
+        if node_keys is None:
+            found: list[str] = []
+            name = snap.nodes[i].name
+            at = snap.node_index.get(name)
+            for p in snap.pods_by_node.get(name, ()):
+                if p.owner_kind == "DaemonSet" or p.priority >= SYSTEM_PRIORITY or (p.namespace == gang_ns and own(p)):
+                    continue
+                req = p.requests
+                hit = per_request.get(id(req))
+                if hit is None or hit[0] is not req:
+                    hit = _request_row(req, names, relevant, options)
+                    per_request[id(req)] = hit
+                if not hit[3]:
+                    continue
+                if p.gang and p.owner_kind not in NON_GANG_OWNERS and not p.gang.startswith(_NON_GANG_PREFIXES):
+                    found.append(p.gang)
+                    continue
+                k = f"Pod/{p.namespace}/{p.name}"
+                found.append(k)
+                if k not in unit_memo and "/" not in p.namespace:
+                    if indexes is None:
+                        indexes = _pod_indexes(snap)
+                    if indexes[1]:
+                        # The one pod of that name (no two pods of the snapshot share a name), bound
+                        # here, neither a DaemonSet nor at system priority (skipped above).
+                        unit_memo[k] = _solo_entry(snap, k, p, at, now, pending_gangs, hit, pdb, shared)
+            node_keys = node_memo[i] = found
+        keys.update(node_keys)
+    if not keys:
+        return _Units([]), []
+    entries, packs = [], []
     for k in sorted(keys):
-        unit = cache.get(("unit", k), _MISSING)
-        if unit is _MISSING:
+        entry = unit_memo.get(k, _MISSING)
+        if entry is _MISSING:
             if indexes is None:
                 indexes = _pod_indexes(snap)
             if not k.startswith("Pod/"):
                 pods = tuple(p for p in indexes[0].get(k, ()) if _unit_key(p) == k)
             else:  # the pod of that name, on the node the last pod of that name is bound to
-                same = indexes[1].get(tuple(k.split("/", 2)[1:]), ())  # type: ignore[arg-type]
+                same = _pods_by_name(snap).get(tuple(k.split("/", 2)[1:]), ())  # type: ignore[arg-type]
                 node = same[-1].node_name if same else ""
                 pods = tuple(p for p in same if p.node_name == node) if node else ()
-            unit = cache[("unit", k)] = _unit_of(snap, k, pods, names, cols, now, pending_gangs, per_request, options, pdb)
-        if unit is None:
+            unit = _unit_of(snap, k, pods, names, cols, now, pending_gangs, per_request, options, pdb)
+            entry = unit_memo[k] = None if unit is None else [unit, unit.__dict__["_search_pack"]]
+        if entry is None:
             continue
-        if max_priority is not None and unit.priority >= max_priority:
+        if max_priority is not None and entry[1][7] >= max_priority:  # the pack's priority
             continue
-        units.append(unit)
-    return units
+        entries.append(entry)
+        packs.append(entry[1])
+    return _Units(entries), packs
+
+
+def _request_row(req: Mapping[str, int], names: list[str], relevant: list[str], options: Any) -> tuple:
+    """(``req``, its row in the shape's column order — the pod slot counted once —, its GPUs,
+    whether it asks for a resource of the shape besides the pod slot): ``victim_units``'s
+    ``per_request`` entries, one per requests map."""
+    g = 0
+    for r, v in req.items():
+        if is_gpu_name(r, options):
+            g += v
+    return (req, tuple([1 if n == "pods" else int(req.get(n, 0)) for n in names]), g, any(req.get(r, 0) for r in relevant))
+
+
+_new_object = object.__new__
+
+
+def _make_unit(key: str, pods: tuple[BoundPod, ...], use: Mapping[int, tuple[int, ...]], priority: int, tenants: frozenset[str],
+               gpus: int, hours: float, pdb: int, partial: bool, budgets: tuple) -> Unit:
+    """``Unit(key, pods, use, priority, tenants, gpus, hours, pdb, partial, budgets)``, built
+    without the frozen dataclass's per-field ``__setattr__`` calls (tens of thousands are built
+    for a large cluster); equal to it field for field."""
+    u = _new_object(Unit)
+    u.__dict__.update(key=key, pods=pods, use=use, priority=priority, tenants=tenants, gpus=gpus, hours=hours, pdb=pdb,
+                      partial=partial, budgets=budgets, _search_pack=_pack(pods, use, priority, tenants, gpus, hours, pdb, budgets))
+    return u
+
+
+def _solo_entry(snap: ClusterSnapshot, k: str, p: BoundPod, i: int | None, now: float | None, pending_gangs: set[str], hit: tuple,
+                pdb: Mapping[str, int] | None, shared: dict) -> list:
+    """The memo entry [None, pack, k, p, partial] of ``_unit_of(snap, k, (p,), …)`` for a unit of
+    one pod that may be a victim, bound to node ``i`` (``snap.node_index`` of its node): its
+    ``_unit_pack``, and what ``_materialize`` makes the unit from. ``hit``: the ``per_request``
+    entry of its requests. ``shared``: a dict kept by the caller, where equal values many units
+    carry (tenant sets, GPU-hours, costs) are made once and shared."""
+    g = hit[2] if i is not None else 0
+    partial = k in pending_gangs
+    start = p.start_time
+    if i is not None and not partial and now is not None and start is not None:
+        h = shared.get((g, start))
+        if h is None:
+            hours = 0.0
+            hours += g * max(0.0, now - start) / 3600.0
+            h = shared[(g, start)] = (hours, round(0.0 + hours, 6))
+        hours, rounded = h
+    else:
+        hours = rounded = 0.0
+    fixed, hits = 0, ()
+    solo = 0
+    if pdb is not None:
+        fixed = solo = pdb.get(k, 0)
+    elif snap.disruption_budgets:
+        hits = _budget_hits(snap, (p,))
+        solo = sum(1 for _, n, a in hits if n > a)
+    ns = p.namespace
+    tenants = shared.get(ns)
+    if tenants is None:
+        tenants = shared[ns] = frozenset([ns])
+    prio = p.priority
+    top = max(_NEG_INF, prio)
+    cost = (solo, top, 1, 1, g, rounded)
+    cost = shared.setdefault(cost, cost)
+    pack = (cost, tenants, hits, fixed, hours, i, None if i is None else hit[1], top, 1, g)
+    return [None, pack, k, p, partial]
 
 
 def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: list[str], cols: list[int], now: float | None,
              pending_gangs: set[str], per_request: dict, options: Any, pdb: Mapping[str, int] | None) -> Unit | None:
     """The ``Unit`` of key ``k`` with these pods; None when it may never be a victim (no pods,
     a system-priority or DaemonSet pod among them). ``per_request``: id of a requests map →
-    (the map, its row in the shape's column order, its GPUs), filled as pods are seen."""
+    its ``_request_row``, filled as pods are seen."""
     if not pods:
         return None
     for p in pods:
@@ -442,6 +611,7 @@ def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: l
     hours = 0.0
     partial = k in pending_gangs
     node_index = snap.node_index
+    relevant = [n for n in names if n != "pods"]
     for p in pods:
         i = node_index.get(p.node_name)
         if i is None:
@@ -449,11 +619,7 @@ def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: l
         req = p.requests
         hit = per_request.get(id(req))
         if hit is None or hit[0] is not req:
-            g = 0
-            for r, v in req.items():
-                if is_gpu_name(r, options):
-                    g += v
-            hit = per_request[id(req)] = (req, [1 if n == "pods" else int(req.get(n, 0)) for n in names], g)
+            hit = per_request[id(req)] = _request_row(req, names, relevant, options)
         row = use.get(i)
         if row is None:
             use[i] = list(hit[1])
@@ -468,8 +634,8 @@ def _unit_of(snap: ClusterSnapshot, k: str, pods: tuple[BoundPod, ...], names: l
         fixed = pdb.get(k, 0)
     elif snap.disruption_budgets:
         hits = _budget_hits(snap, pods)
-    return Unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
-                frozenset([p.namespace for p in pods]), gpus, hours, fixed, partial, hits)
+    return _make_unit(k, pods, {i: tuple(v) for i, v in use.items()}, prio,
+                      frozenset([p.namespace for p in pods]), gpus, hours, fixed, partial, hits)
 
 
 # ---------------------------------------------------------------- PodDisruptionBudgets
@@ -485,9 +651,26 @@ def budget_members(snap: ClusterSnapshot) -> tuple[frozenset[tuple[str, str]], .
         by_ns: dict[str, list[BoundPod]] = {}
         for p in snap.pods:
             by_ns.setdefault(p.namespace, []).append(p)
+        # (namespace, label key) → label value → pods of the namespace with it: a selector with
+        # matchLabels need only look at the pods carrying its first pair.
+        by_label: dict[tuple[str, str], dict[str, list[BoundPod]]] = {}
+
+        def candidates(b: DisruptionBudget) -> Iterable[BoundPod]:
+            if not b.selector.match_labels:  # type: ignore[union-attr]
+                return by_ns.get(b.namespace, ())
+            k, v = b.selector.match_labels[0]  # type: ignore[union-attr]
+            values = by_label.get((b.namespace, k))
+            if values is None:
+                values = by_label[(b.namespace, k)] = {}
+                for p in by_ns.get(b.namespace, ()):
+                    x = p.labels.get(k)
+                    if x is not None:
+                        values.setdefault(x, []).append(p)
+            return values.get(v, ())
+
         hit = snap.remember(key, tuple(
             frozenset() if b.selector is None else
-            frozenset((p.namespace, p.name) for p in by_ns.get(b.namespace, ()) if b.selector.matches(p.labels))
+            frozenset((p.namespace, p.name) for p in candidates(b) if b.selector.matches(p.labels))
             for b in snap.disruption_budgets))
     return hit  # type: ignore[return-value]
 
@@ -501,16 +684,19 @@ def _scaled(value: int | str, expected: int) -> int:
     return int(value)
 
 
-def disruptions_allowed(snap: ClusterSnapshot, budget: DisruptionBudget, members: frozenset[tuple[str, str]]) -> int:
+def disruptions_allowed(snap: ClusterSnapshot, budget: DisruptionBudget, members: frozenset[tuple[str, str]],
+                        pods: Mapping[tuple[str, str], BoundPod] | None = None) -> int:
     """Pods of ``members`` (the pods ``budget`` selects) that may be evicted without violating it:
     ``status.disruptionsAllowed`` when the object carries it, else the disruption controller's
     arithmetic — expected = selected pods, healthy = those bound, Running and not un-Ready, desired healthy =
     minAvailable, or expected − maxUnavailable, or expected when neither is set; allowed =
-    max(0, healthy − desired)."""
+    max(0, healthy − desired). ``pods``: ``{(p.namespace, p.name): p for p in snap.pods}``, when
+    the caller has it (one map for every budget)."""
     if budget.disruptions_allowed is not None:
         return max(0, int(budget.disruptions_allowed))
     expected = len(members)
-    pods = {(p.namespace, p.name): p for p in snap.pods}
+    if pods is None:
+        pods = {(p.namespace, p.name): p for p in snap.pods}
     # Healthy as the disruption controller counts it: Running and Ready (readiness unknown → healthy).
     healthy = sum(1 for k in members if (p := pods.get(k)) is not None and p.node_name and p.phase == "Running"
                   and p.ready is not False)
@@ -534,7 +720,10 @@ def _budget_index(snap: ClusterSnapshot) -> tuple[dict[tuple[str, str], list[int
         for bi, m in enumerate(members):
             for k in m:
                 of_pod.setdefault(k, []).append(bi)
-        allowed = [disruptions_allowed(snap, b, m) for b, m in zip(snap.disruption_budgets, members)]
+        pods = {}  # one map for every budget without a status
+        if any(b.disruptions_allowed is None for b in snap.disruption_budgets):
+            pods = {(p.namespace, p.name): p for p in snap.pods}
+        allowed = [disruptions_allowed(snap, b, m, pods) for b, m in zip(snap.disruption_budgets, members)]
         hit = snap.remember(key, (of_pod, allowed))
     return hit  # type: ignore[return-value]
 
@@ -617,6 +806,40 @@ def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
     return (pdb, prio, len(tenants), pods, gpus, round(hours, 6))
 
 
+def _pack_cost(packs: Sequence[tuple], chosen: Iterable[int]) -> tuple:
+    """``set_cost(units, chosen)`` from the units' ``_unit_pack``: the same sums, in the same order."""
+    chosen = list(chosen)
+    if not chosen:
+        return (0, _NEG_INF, 0, 0, 0, 0.0)
+    tenants: set[str] = set()
+    pdb = pods = gpus = 0
+    hours = 0.0
+    prio = _NEG_INF
+    budgeted = False
+    for i in chosen:
+        _, names, budgets, p, h, _, _, top, n, g = packs[i]
+        pdb += p
+        if budgets:
+            budgeted = True
+        prio = max(prio, top)
+        tenants |= names
+        pods += n
+        gpus += g
+        hours += h
+    if budgeted:  # _violations, over the packs
+        pdb = 0
+        evicted: dict[int, int] = {}
+        allowed: dict[int, int] = {}
+        for i in chosen:
+            _, _, budgets, p, *_ = packs[i]
+            pdb += p
+            for bi, n, a in budgets:
+                evicted[bi] = evicted.get(bi, 0) + n
+                allowed[bi] = a
+        pdb += sum(1 for bi, n in evicted.items() if n > allowed[bi])
+    return (pdb, prio, len(tenants), pods, gpus, round(hours, 6))
+
+
 class _Gain:
     """Pods of the shape gained on each node when units are removed (incremental)."""
 
@@ -628,6 +851,11 @@ class _Gain:
 
     def k(self, a: Sequence[int]) -> int:
         k = min([(x if x > 0 else 0) // v for x, v in zip(a, self.vals)])
+        return min(k, self.cap) if self.cap is not None else k
+
+    def ksum(self, a: Sequence[int], b: Sequence[int]) -> int:
+        """``k`` of ``a + b`` (elementwise, as long as the shorter of them and ``vals``)."""
+        k = min([(s // v if (s := x + y) > 0 else 0) for x, y, v in zip(a, b, self.vals)])
         return min(k, self.cap) if self.cap is not None else k
 
     def of(self, units: Sequence[Unit], chosen: Iterable[int]) -> int:
@@ -648,6 +876,342 @@ class _Gain:
             a = self.avail[n]
             total += self.k([x + y for x, y in zip(a, row)]) - self.base[n]
         return total
+
+
+def _pack(pods: tuple, use: Mapping[int, tuple[int, ...]], priority: int, tenants: frozenset[str], gpus: int, hours: float,
+          pdb: int, budgets: tuple) -> tuple:
+    """``_unit_pack`` of a unit with these fields."""
+    solo = pdb
+    for _, n, a in budgets:  # Unit.solo_pdb
+        if n > a:
+            solo += 1
+    cost = (solo if budgets else pdb, max(_NEG_INF, priority), len(tenants), len(pods), gpus, round(0.0 + hours, 6))
+    if len(use) == 1:
+        for node, row in use.items():
+            return (cost, tenants, budgets, pdb, hours, node, row, cost[1], cost[3], gpus)
+    return (cost, tenants, budgets, pdb, hours, None, None, cost[1], cost[3], gpus)
+
+
+def _unit_pack(u: Unit) -> tuple:
+    """(``set_cost`` of ``u`` alone, tenants, budgets, pdb, hours, node, row, priority, pods,
+    GPUs): what the search reads of a unit — node and row: its one node and its row there when
+    it has one node, else None; priority as in the cost (``max(-inf, priority)``, the
+    priority), pods: how many —, worked out once and kept on it (its fields never change), so
+    that a search reads one small tuple per unit instead of the unit's scattered fields
+    (``victim_units`` makes it with the unit)."""
+    d = u.__dict__
+    c = d.get("_search_pack")
+    if c is None:
+        c = d["_search_pack"] = _pack(u.pods, u.use, u.priority, u.tenants, u.gpus, u.hours, u.pdb, u.budgets)
+    return c
+
+
+#: The search's fast paths (``_Prep.regular``) are on; off, every input takes the plain paths
+#: (the same answers: tests compare the two).
+_FAST_PATHS = True
+
+
+class _Prep:
+    """What one ``choose_victims`` call works out once about its units on the candidate nodes
+    (``g.avail``), for the searches and their fast paths.
+
+    ``on_node``: candidate node → indices of the units with a row there, in index order (the
+    map ``node_local_victims`` builds); ``span_on[n]``: those of them with rows on other
+    candidate nodes too. ``one[ui]``: the only candidate node unit ``ui`` has a row on (None when
+    it has several or none) and ``row1[ui]`` its row there. ``pack[ui]``: its ``_unit_pack``,
+    ``fields``: the packs' fields side by side, ``cost[ui]``: ``set_cost(units, [ui])`` (the
+    pack's first field), ``hours``: the GPU-hours. ``all_local``: every unit is ``node_local``.
+
+    ``regular``: the shape's amounts are > 0, and every row (the candidate nodes' free rows, the
+    units' rows on them) has the shape's width and, for the units, no negative amount. Then a
+    node's pods of the shape never fall as units are evicted from it, which the fast paths rely
+    on: ``top[n]`` (pods node n holds once every unit on it is evicted) bounds what any set of
+    its units can gain (a node whose pods reached it gains nothing more; nor does a bundle there),
+    and a bundle of units on one node adds one summed row (``bundle``). Irregular input takes the
+    plain paths throughout, with the same answers.
+
+    ``scan`` (vectorised when amounts fit int64 safely): ``top``, ``total`` (pods gained when every
+    unit is evicted, ``_Gain.of`` of all), ``gaining`` (``_gaining_alone``), and for nodes with more
+    than 10 units their cheapest-first order, its rows and the first prefix that gains a pod
+    (the initial per-node bundles) with its ``bundle`` sums; ``entries`` keeps these per node
+    (index-free, so a later call on the same memo reuses them for an unchanged node).
+    ``_FAST_PATHS`` False turns the fast paths off (tests compare both).
+    """
+
+    def __init__(self, units: Sequence[Unit], g: _Gain, packs: Sequence[tuple] | None = None) -> None:
+        avail, vals = g.avail, g.vals
+        on_node: dict[int, list[int]] = {}
+        one: list[int | None] = [None] * len(units)
+        row1: list[Any] = [None] * len(units)
+        span_on: dict[int, list[int]] = {}
+        all_local = True
+        get = on_node.get
+        self.pack = packs = [_unit_pack(u) for u in units] if packs is None else packs
+        # The packs' fields side by side (each pack read once).
+        fields = list(zip(*packs)) if packs else [()] * 10
+        rows = fields[6]
+        for ui, n in enumerate(fields[5]):
+            if n is not None:
+                if n in avail:
+                    lst = get(n)
+                    if lst is None:
+                        on_node[n] = [ui]
+                    else:
+                        lst.append(ui)
+                    one[ui] = n
+                    row1[ui] = rows[ui]
+                continue
+            use = units[ui].use
+            if use:
+                all_local = False
+            inside = []
+            for n, row in use.items():
+                if n in avail:
+                    lst = get(n)
+                    if lst is None:
+                        on_node[n] = [ui]
+                    else:
+                        lst.append(ui)
+                    inside.append((n, row))
+            if len(inside) == 1:
+                one[ui], row1[ui] = inside[0]
+            else:
+                for n, _ in inside:
+                    span_on.setdefault(n, []).append(ui)
+        self.units, self.g = units, g
+        self.on_node, self.span_on, self.one, self.row1 = on_node, span_on, one, row1
+        self.all_local = all_local
+        # Settled by ``scan`` (the units' rows are checked there).
+        self.regular = _FAST_PATHS and len(vals) > 0 and min(vals) > 0 and all(len(a) == len(vals) for a in avail.values())
+        self.fields = fields
+        self.cost = list(fields[0])
+        # The units' GPU-hours as fresh floats side by side (the same values): summed often.
+        self.hours: list[float] = np.array(fields[4], dtype=np.float64).tolist()
+        self.top: dict[int, int] | None = None
+        self.total: int | None = None
+        self.gaining: list[int] | None = None
+        self.orders: dict[int, list[int]] = {}
+        self.rows: dict[int, np.ndarray] = {}
+        self.first: dict[int, int] = {}
+        # bundle (frozenset of unit indices) → (node, summed row, Σ pdb, max priority, Σ pods,
+        # Σ GPUs, tenants, any budgets) when all its units have rows on that one node only, else False
+        self.bundles: dict[frozenset[int], Any] = {}
+        self.entries: dict[int, list] = {}  # node → its ``_scan_nodes`` result (regular input)
+
+    def scan(self, memo: dict | None = None) -> None:
+        """Settle ``regular``; fill ``top``, ``total``, ``gaining`` and the big nodes' orders (see
+        the class doc). ``memo``: see ``choose_victims``; a node whose free row and units (their
+        packs: the same objects, or equal ones; the same ones spanning) are those of an earlier
+        call reuses its results (they are worked out from the packs alone)."""
+        units, g, on_node = self.units, self.g, self.on_node
+        avail, span_on = g.avail, self.span_on
+        if not self.regular or not on_node:
+            self.regular = False
+            self.total = g.of(units, range(len(units)))
+            return
+        cache = memo.setdefault(("search", g.vals, g.cap), {}) if memo is not None else None
+        packs = self.pack
+        hits: dict[int, list] = {}
+        todo = list(on_node)
+        if cache:
+            todo = []
+            for n, uis in on_node.items():
+                e = cache.get(n)
+                if (e is not None and e[0] == avail[n] and e[1] == tuple(map(packs.__getitem__, uis))
+                        and e[2] == tuple(map(packs.__getitem__, span_on.get(n, ())))):
+                    hits[n] = e
+                else:
+                    todo.append(n)
+        fresh = self._scan_nodes(todo) if todo else {}
+        if fresh is None:
+            return  # irregular, or amounts past int64: settled by _scan_nodes
+        if cache is not None:
+            for n, e in fresh.items():
+                cache[n] = e
+        top: dict[int, int] = {}
+        total = 0
+        gaining = set()
+        base = g.base
+        for n, uis in on_node.items():
+            e = hits.get(n) or fresh[n]
+            _, _, _, perm, first, t, alone, rows, _ = e
+            top[n] = t
+            total += t - base[n]
+            if perm is not None:
+                self.orders[n] = [uis[j] for j in perm]
+                self.first[n] = first
+                self.rows[n] = rows
+            for j in alone:
+                gaining.add(uis[j])
+        self.top, self.total = top, total
+        self.entries = {n: hits.get(n) or fresh[n] for n in on_node}
+        # Units gaining alone: one-node units from the node results, the others as _gaining_alone does.
+        spanning = {ui for lst in span_on.values() for ui in lst}
+        for ui in spanning:
+            d = 0
+            for n, use in units[ui].use.items():
+                if n in avail:
+                    d += g.ksum(avail[n], use) - base[n]
+            if d > 0:
+                gaining.add(ui)
+        self.gaining = sorted(gaining)
+
+    def _scan_nodes(self, nodes: list[int]) -> dict[int, list] | None:
+        """Per node of ``nodes``: [free row, units' packs, spanning units' packs, cheapest-first
+        order (as positions in ``on_node[n]``, nodes with more than 10 units; else None), first
+        prefix of it that gains a pod (-1: none), ``top``, positions of its one-node units gaining
+        alone, the order's rows (int64), the first bundle's ``bundle`` (set by ``choose_victims``)].
+        Vectorised over all the nodes; None (``regular`` and ``total`` settled) when the rows are
+        irregular or too large for int64."""
+        units, g, on_node = self.units, self.g, self.on_node
+        avail, one, row1, span_on, packs = g.avail, self.one, self.row1, self.span_on, self.pack
+        width = len(g.vals)
+        cost = self.cost
+        flat: list[Any] = []
+        lens: list[int] = []
+        perms: list[list[int] | None] = []
+        seqs: list[list[int]] = []
+        for n in nodes:
+            uis = on_node[n]
+            if len(uis) > 10:
+                perm = sorted(range(len(uis)), key=[cost[ui] for ui in uis].__getitem__)
+                perms.append(perm)
+                seq = [uis[j] for j in perm]
+            else:
+                perms.append(None)
+                seq = uis
+            seqs.append(seq)
+            lens.append(len(uis))
+            if n in span_on:
+                flat.extend([row1[ui] if one[ui] is not None else units[ui].use[n] for ui in seq])
+            else:
+                flat.extend(map(row1.__getitem__, seq))
+        m = None
+        regular = set(map(len, flat)) <= {width}
+        if regular:
+            try:
+                m = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=len(flat) * width).reshape(len(flat), width)
+                a = np.array([avail[n] for n in nodes], dtype=np.int64).reshape(len(nodes), width)
+            except OverflowError:
+                m = None
+            regular = min(map(min, flat)) >= 0 if m is None else int(m.min()) >= 0
+        if not regular:
+            self.regular = False
+            self.total = g.of(units, range(len(units)))
+            return None
+        # Running sums over all the rows (≥ 0), plus a free row, stay exact in int64 below these bounds.
+        if m is None or (int(m.max()) + 1) * (len(flat) + 1) >= 2**62 or max(-int(a.min()), int(a.max())) >= 2**61:
+            self._scan_python()
+            return None
+        lens_a = np.array(lens, dtype=np.int64)
+        ends = np.cumsum(lens_a)
+        starts = ends - lens_a
+        cs = np.cumsum(m, axis=0)
+        before = np.zeros((len(nodes), width), dtype=np.int64)
+        before[1:] = cs[ends[:-1] - 1]
+        a_rep = np.repeat(a - before, lens_a, axis=0)
+        v = np.array(g.vals, dtype=np.int64)
+        base = np.array([g.base[n] for n in nodes], dtype=np.int64)
+        base_rep = np.repeat(base, lens_a)
+        k = (np.maximum(cs + a_rep, 0) // v).min(axis=1)          # each node's prefix sums
+        k1 = (np.maximum(m + np.repeat(a, lens_a, axis=0), 0) // v).min(axis=1)   # each row alone
+        if g.cap is not None:
+            k = np.minimum(k, g.cap)
+            k1 = np.minimum(k1, g.cap)
+        top = k[ends - 1].tolist()
+        gain = np.flatnonzero(k > base_rep)
+        seg = np.searchsorted(ends, gain, side="right")           # the node of each gaining prefix
+        firsts = {}
+        if len(gain):
+            first_of = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+            firsts = dict(zip(seg[first_of].tolist(), (gain[first_of] - starts[seg[first_of]]).tolist()))
+        alone = (k1 > base_rep).tolist()
+        infos = self._first_bundles(nodes, perms, seqs, firsts, starts, cs, before)
+        out: dict[int, list] = {}
+        pos = 0
+        for si, n in enumerate(nodes):
+            uis, perm, size = on_node[n], perms[si], lens[si]
+            hit = alone[pos:pos + size]
+            if perm is None:
+                gains = [j for j in range(size) if hit[j] and one[uis[j]] is not None]
+            else:
+                gains = [j for j, h in zip(perm, hit) if h and one[uis[j]] is not None]
+            out[n] = [avail[n], tuple(map(packs.__getitem__, uis)), tuple(map(packs.__getitem__, span_on.get(n, ()))), perm,
+                      firsts.get(si, -1), top[si], gains, m[pos:pos + size] if perm is not None else None, infos.get(si)]
+            pos += size
+        return out
+
+    def _first_bundles(self, nodes: list[int], perms: list, seqs: list[list[int]], firsts: dict[int, int], starts: np.ndarray,
+                       cs: np.ndarray, before: np.ndarray) -> dict[int, tuple]:
+        """``bundle`` of the first bundle (cheapest-first prefix up to ``firsts``) of each node of
+        ``nodes`` (by position) that has an order, two units or more in it and no spanning unit:
+        its row from the running sums ``cs``, the rest summed by unit index — the numbers
+        ``bundle`` adds up one bundle at a time. {} when a field is not int64 throughout."""
+        f = self.fields
+        big = [(si, fi) for si, fi in firsts.items() if fi >= 1 and perms[si] is not None and nodes[si] not in self.span_on]
+        if not big:
+            return {}
+        cols = []
+        for j in (3, 7, 8, 9):  # pdb, priority, pods, GPUs
+            a = np.array(f[j])
+            if a.dtype != np.int64:
+                return {}
+            cols.append(a)
+        budgeted = np.fromiter(map(bool, f[2]), dtype=bool, count=len(f[2]))
+        if max(max(-int(a.min()), int(a.max())) for a in cols) * (len(f[2]) + 1) >= 2**62:
+            return {}
+        sis = [si for si, _ in big]
+        ends = [fi for _, fi in big]
+        idx = np.array([ui for (si, fi) in big for ui in seqs[si][: fi + 1]], dtype=np.intp)  # the bundles' units, one after another
+        lens = np.array(ends, dtype=np.int64) + 1
+        lo = np.cumsum(lens) - lens
+        pdb = np.add.reduceat(cols[0][idx], lo).tolist()
+        prio = np.maximum.reduceat(cols[1][idx], lo).tolist()
+        pods = np.add.reduceat(cols[2][idx], lo).tolist()
+        gpus = np.add.reduceat(cols[3][idx], lo).tolist()
+        bud = np.logical_or.reduceat(budgeted[idx], lo).tolist()
+        rows = (cs[starts[sis] + np.array(ends, dtype=np.int64)] - before[sis]).tolist()
+        names = f[1]
+        out = {}
+        for b, (si, fi) in enumerate(big):
+            out[si] = (nodes[si], tuple(rows[b]), pdb[b], prio[b], pods[b], gpus[b],
+                       frozenset().union(*map(names.__getitem__, seqs[si][: fi + 1])), bud[b])
+        return out
+
+    def _scan_python(self) -> None:
+        """``scan`` for amounts too large for int64: ``top`` and ``total`` in Python ints."""
+        units, g = self.units, self.g
+        top = {}
+        total = 0
+        for n, uis in self.on_node.items():
+            row = list(g.avail[n])
+            for ui in uis:
+                use = self.row1[ui] if self.one[ui] is not None else units[ui].use[n]
+                for j, x in enumerate(use):
+                    row[j] += x
+            top[n] = g.k(row)
+            total += top[n] - g.base[n]
+        self.top, self.total = top, total
+
+    def saturated(self, n: int, k_now: int) -> bool:
+        """True when node n (pods of the shape ``k_now`` now) can gain nothing more from its units."""
+        top = self.top
+        return top is not None and k_now >= top[n]
+
+    def bundle(self, c: frozenset[int]):
+        """The summed data of bundle ``c`` when its units all sit on one candidate node only
+        (see ``bundles``), else False."""
+        info = self.bundles.get(c)
+        if info is None:
+            info = False
+            nodes = set(map(self.one.__getitem__, c))
+            if self.regular and len(nodes) == 1 and None not in nodes:
+                f = self.fields  # the packs' fields, by unit index
+                info = (next(iter(nodes)), tuple(map(sum, zip(*map(self.row1.__getitem__, c)))), sum(map(f[3].__getitem__, c)),
+                        max(map(f[7].__getitem__, c)), sum(map(f[8].__getitem__, c)), sum(map(f[9].__getitem__, c)),
+                        frozenset().union(*map(f[1].__getitem__, c)), any(map(f[2].__getitem__, c)))
+            self.bundles[c] = info
+        return info
 
 
 def brute_force_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], vals: Sequence[int], need: int,
@@ -673,7 +1237,8 @@ def brute_force_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ..
 
 
 def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], vals: Sequence[int], need: int,
-                   max_per_node: int | None = None, *, exact_limit: int = EXACT_UNITS, max_swaps: int = 200) -> list[int] | None:
+                   max_per_node: int | None = None, *, exact_limit: int = EXACT_UNITS, max_swaps: int = 200,
+                   memo: dict | None = None, packs: Sequence[tuple] | None = None) -> list[int] | None:
     """Units (indices) to evict so the candidate nodes gain ≥ ``need`` pods of the shape.
 
     Args:
@@ -681,6 +1246,11 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         avail: node index → free resources now, in the shape's column order (ints).
         vals: the shape's per-pod request, same order. need: pods to gain.
         exact_limit: at most this many units → exact enumeration (``brute_force_victims``).
+        memo: a dict passed to several calls (``compute_fixes`` passes its ``victim_units``
+            memo): per-node results (cheapest-first order, first bundle, pods when emptied) are
+            reused by a later call for a node with the same free row and the same units there
+            (compared by their packs).
+        packs: the units' ``_unit_pack``, when the caller has them (``victim_units`` makes them).
 
     Returns:
         Unit indices (sorted), or None when evicting all of them gains fewer than ``need`` pods.
@@ -693,6 +1263,11 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
     When the answer evicts pods a PodDisruptionBudget selects, up to three more greedy passes
     (sparing allowances, or free up to the violations already found) run and the cheapest
     answer wins, for up to ``BUDGET_PASS_UNITS`` units; without budgets there is one pass.
+
+    Work: the per-unit and per-node data every pass uses (``_Prep``: unit costs, the units of
+    each node, the first per-node bundles, vectorised) is worked out once per call; a node whose
+    pods of the shape cannot grow any more (every unit left on it evicted would not add one) is
+    not searched again, and a bundle of units on one node is costed from its summed row.
     """
     if need <= 0:
         return []
@@ -700,27 +1275,18 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         best = brute_force_victims(units, avail, vals, need, max_per_node)
         return None if best is None else sorted(best)
     g = _Gain(avail, vals, max_per_node)
-    if all(u.node_local for u in units):
-        local = node_local_victims(units, g, need)
+    prep = _Prep(units, g, packs)
+    if prep.all_local:
+        local = node_local_victims(units, g, need, on_node=prep.on_node)
         if local is not None:
             return local
-    if g.of(units, range(len(units))) < need:
+    prep.scan(memo)
+    if prep.total < need:  # type: ignore[operator]
         return None
     # Candidates: single units, and per node the cheapest bundle that gains a pod there.
-    on_node: dict[int, list[int]] = {}
-    for ui, u in enumerate(units):
-        for n in u.use:
-            if n in avail:
-                on_node.setdefault(n, []).append(ui)
-    unit_costs: dict[int, tuple] = {}
-
-    def unit_cost(ui: int) -> tuple:
-        c = unit_costs.get(ui)
-        if c is None:  # set_cost(units, [ui]), spelled out
-            u = units[ui]
-            c = unit_costs[ui] = (u.solo_pdb if u.budgets else u.pdb, max(_NEG_INF, u.priority), len(u.tenants), len(u.pods),
-                                  u.gpus, round(0.0 + u.hours, 6))
-        return c
+    on_node = prep.on_node
+    unit_cost = prep.cost.__getitem__
+    top, base = prep.top, g.base
 
     # Nodes with many units take the cheapest-first bundle: their units in that order and their
     # rows as one int64 matrix are worked out once per node (None: amounts too large for int64).
@@ -732,8 +1298,15 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
             return _node_bundle(units, rest, n, g, removed, unit_cost=unit_cost)
         hit = prefix_rows.get(n)
         if hit is None:
-            order_all = sorted(on_node[n], key=unit_cost)
-            hit = prefix_rows[n] = (order_all, _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g))
+            order_all = prep.orders.get(n)
+            if order_all is None:
+                order_all = sorted(on_node[n], key=unit_cost)
+                rows = _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g)
+            else:
+                rows = prep.rows.get(n)
+                if rows is None or len(order_all) > 256:
+                    rows = _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g)
+            hit = prefix_rows[n] = (order_all, rows)
         order_all, rows = hit
         start = list(avail[n]) if removed is None else [x + y for x, y in zip(avail[n], removed)]
         if rows is None or len(start) != len(g.vals) or max(abs(x) for x in start) >= _SAFE_INT:
@@ -754,10 +1327,23 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
     bundles: dict[int, frozenset[int]] = {}
     for n, uis in on_node.items():
         if len(uis) > 1:
-            b = node_bundle(n, uis, None)
+            if top is not None and top[n] <= base[n]:
+                continue  # nothing on n gains a pod there
+            f = prep.first.get(n)
+            if f is not None:  # the scan found the first cheapest-first prefix that gains
+                b = prep.orders[n][: f + 1] if f >= 0 else None
+            else:
+                b = node_bundle(n, uis, None)
             if b and len(b) > 1:
-                bundles[n] = frozenset(b)
+                c = bundles[n] = frozenset(b)
+                e = prep.entries.get(n)
+                if e is not None:  # its summed data, kept with the node's results (index-free)
+                    if e[8] is None:
+                        e[8] = prep.bundle(c)
+                    else:
+                        prep.bundles[c] = e[8]
     bundles0 = bundles
+    gaining = prep.gaining if prep.gaining is not None else _gaining_alone(units, g)
 
     def greedy(avoid: int = 0, slack: int = 0) -> set[int] | None:
         """Lazy greedy then local search. ``avoid`` 1 or 2: rank candidates by the pods they
@@ -765,27 +1351,40 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         violations and priority (2), so allowances are kept for where they are needed.
         ``slack``: violations up to this many (known to be reachable) rank as none, so priority
         and the rest decide among them."""
-        st = _State(units, g, avail)
+        st = _State(units, g, avail, prep)
         bundles = dict(bundles0)
+        chosen = st.chosen
+        bundle_of = prep.bundle if prep.regular else None
 
         def key_of(c: int | frozenset[int]):
             # A candidate is a unit index (a single unit, the common case) or a bundle (frozenset).
             if type(c) is int:
                 ui = c
-                if ui in st.chosen:
+                if ui in chosen:
                     return None
                 d = st.delta_one(ui)
                 if d <= 0:
                     return None
                 nc = st.cost_with_one(ui)
             else:
-                extra = c - st.chosen
+                extra = c - chosen
                 if not extra:
                     return None
-                d = st.delta_add(extra)
-                if d <= 0:
-                    return None
-                nc = st.cost_with(extra)
+                info = bundle_of(c) if bundle_of is not None else False
+                if info and len(extra) != len(c):
+                    if prep.saturated(info[0], st._k_now(info[0])):
+                        return None  # its units left gain nothing on the one node they sit on
+                    info = False
+                if info:
+                    d = st.delta_row(info[0], info[1])
+                    if d <= 0:
+                        return None
+                    nc = st.cost_with(extra) if info[7] else st.cost_with_bundle(extra, info)
+                else:
+                    d = st.delta_add(extra)
+                    if d <= 0:
+                        return None
+                    nc = st.cost_with(extra)
             eff = max(1, min(d, need - st.gained))
             cur = st.cost()
             if avoid:
@@ -802,7 +1401,7 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         heap: list = []
         seq = itertools.count()
         # A single unit that gains nothing alone has no key: only those that do are keyed at first.
-        for c in itertools.chain(_gaining_alone(units, g), set(bundles.values())):
+        for c in itertools.chain(gaining, set(bundles.values())):
             k = key_of(c)
             if k is not None:
                 heapq.heappush(heap, (k, next(seq), c))
@@ -826,16 +1425,25 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
                 if not heap:
                     return None
                 continue
-            touched = st.add(best)
+            info = None
+            if bundle_of is not None and type(c) is not int and len(best) == len(c):
+                info = bundle_of(c) or None
+            touched = st.add(best, info)
+            # A node that can gain nothing more keeps no candidate there but its spanning units
+            # (which may still gain elsewhere): the others would get no key.
             for n in touched:
-                for ui in on_node.get(n, ()):
-                    if ui not in st.chosen:
+                lst = prep.span_on.get(n, ()) if prep.saturated(n, st.cur_k[n]) else on_node.get(n, ())
+                for ui in lst:
+                    if ui not in chosen:
                         k = key_of(ui)
                         if k is not None:
                             heapq.heappush(heap, (k, next(seq), ui))
             # Bundles on the nodes that changed are recomputed against their new state.
             for n in touched:
-                rest = [ui for ui in on_node.get(n, ()) if ui not in st.chosen]
+                if prep.saturated(n, st.cur_k[n]):
+                    bundles.pop(n, None)
+                    continue
+                rest = [ui for ui in on_node.get(n, ()) if ui not in chosen]
                 b = node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
                 if b and len(b) > 1:
                     bundles[n] = frozenset(b)
@@ -847,7 +1455,7 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         def cand_list() -> list[frozenset[int]]:
             return [frozenset([ui]) for ui in range(len(units))] + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
 
-        return _local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost)
+        return _local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost, prep=prep)
 
     found = greedy()
     if found is not None and len(units) <= BUDGET_PASS_UNITS and any(units[ui].budgets for ui in found):
@@ -928,7 +1536,7 @@ NODE_LOCAL_SUBSETS = 10
 NODE_LOCAL_BUDGET_WORK = 200_000
 
 
-def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int] | None:
+def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int, *, on_node: dict[int, list[int]] | None = None) -> list[int] | None:
     """Exact victims when every unit sits on one node (FIELD-NOTES §7: node-local victims make
     the choice per node independent).
 
@@ -944,12 +1552,16 @@ def node_local_victims(units: Sequence[Unit], g: "_Gain", need: int) -> list[int
     (each capped at its allowance + 1: past that the budget is violated whatever follows) and a
     final state's violations are counted from it, once per budget; still exact. None as well
     when that knapsack would exceed ``NODE_LOCAL_BUDGET_WORK`` states.
+
+    ``on_node``: candidate node → indices of the units with a row there (index order), when the
+    caller has it (``_Prep.on_node``).
     """
-    on_node: dict[int, list[int]] = {}
-    for ui, u in enumerate(units):
-        for n in u.use:
-            if n in g.avail:
-                on_node.setdefault(n, []).append(ui)
+    if on_node is None:
+        on_node = {}
+        for ui, u in enumerate(units):
+            for n in u.use:
+                if n in g.avail:
+                    on_node.setdefault(n, []).append(ui)
     if any(len(v) > NODE_LOCAL_SUBSETS for v in on_node.values()):
         return None
     # Budgets touched: position in the footprint tuple, and the cap (allowance + 1) of each.
@@ -1090,11 +1702,14 @@ class _State:
 
     ``cur[n]`` is node n's free row plus what the chosen units free there and ``cur_k[n]`` the
     pods of the shape that fit in it, kept for the nodes touched so far (untouched nodes: the
-    ``_Gain``'s ``avail`` and ``base``).
+    ``_Gain``'s ``avail`` and ``base``). ``prep``: the search's ``_Prep``; when its input is
+    regular, units with a row on one candidate node and bundles of them take the fast paths
+    (one row per node, the same numbers).
     """
 
-    def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]]) -> None:
+    def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]], prep: _Prep | None = None) -> None:
         self.units, self.g, self.avail = units, g, avail
+        self.fast = prep if prep is not None and prep.regular else None
         self.chosen: set[int] = set()
         self.removed: dict[int, list[int]] = {}
         self.cur: dict[int, list[int]] = {}
@@ -1103,7 +1718,7 @@ class _State:
         self.pdb = self.pods = self.gpus = 0
         self.hours = 0.0
         self.prio = _NEG_INF
-        self.tenants: dict[str, int] = {}
+        self.tenants: set[str] = set()
         # Pods evicted so far per budget index (``Unit.budgets``); ``pdb`` counts each budget
         # once, when its count first exceeds its allowance.
         self.evicted: dict[int, int] = {}
@@ -1132,8 +1747,20 @@ class _State:
         k = self.cur_k.get(n)
         return self.g.base[n] if k is None else k
 
+    def delta_row(self, n: int, row: Sequence[int]) -> int:
+        """Pods gained on candidate node ``n`` if ``row`` more were freed there."""
+        c = self.cur.get(n)
+        if c is None:
+            return self.g.ksum(self.avail[n], row) - self.g.base[n]
+        return self.g.ksum(c, row) - self.cur_k[n]
+
     def delta_one(self, ui: int) -> int:
         """``delta_add([ui])``."""
+        f = self.fast
+        if f is not None:
+            n = f.one[ui]
+            if n is not None:
+                return self.delta_row(n, f.row1[ui])
         avail, k, cur = self.avail, self.g.k, self.cur
         total = 0
         for n, use in self.units[ui].use.items():
@@ -1181,6 +1808,16 @@ class _State:
 
     def cost_with_one(self, ui: int) -> tuple:
         """``cost_with([ui])``."""
+        f = self.fast
+        if f is not None:
+            _, names, budgets, pdb, hours, _, _, prio, pods, gpus = f.pack[ui]
+            tenants = self.tenants
+            new_t = sum(1 for t in names if t not in tenants)
+            pdb += self.pdb
+            if budgets:
+                pdb += self._crossed(budgets)
+            return (pdb, max(self.prio, prio), len(tenants) + new_t, self.pods + pods, self.gpus + gpus,
+                    round(self.hours + hours, 6))
         u = self.units[ui]
         tenants = self.tenants
         new_t = sum(1 for t in u.tenants if t not in tenants)
@@ -1216,6 +1853,15 @@ class _State:
             pdb += self._crossed((bi, n, a) for bi, (n, a) in hits.items())
         return (pdb, prio, len(self.tenants) + len(new_t), pods, gpus, round(hours, 6))
 
+    def cost_with_bundle(self, extra: Iterable[int], info: tuple) -> tuple:
+        """``cost_with(extra)`` for a bundle without budgets whose sums are ``info``
+        (``_Prep.bundle``); GPU-hours are still added one unit at a time, in the same order."""
+        _, _, pdb, prio, pods, gpus, tenants, _ = info
+        hours = functools.reduce(operator.add, map(self.fast.hours.__getitem__, extra), self.hours)  # type: ignore[union-attr]
+        mine = self.tenants
+        return (self.pdb + pdb, max(self.prio, prio), len(mine) + sum(1 for t in tenants if t not in mine),
+                self.pods + pods, self.gpus + gpus, round(hours, 6))
+
     def _move(self, n: int, use: Sequence[int], sign: int) -> None:
         r = self.removed.get(n)
         self.removed[n] = [sign * x for x in use] if r is None else [x + sign * y for x, y in zip(r, use)]
@@ -1225,29 +1871,87 @@ class _State:
         c = self.cur[n] = [x + sign * y for x, y in zip(c, use)]
         self.cur_k[n] = self.g.k(c)
 
-    def add(self, extra: Iterable[int]) -> set[int]:
+    def add(self, extra: Iterable[int], info: tuple | None = None, costs: bool = True) -> set[int]:
+        """Choose the ``extra`` units; returns the candidate nodes they free resources on.
+        ``info``: ``_Prep.bundle`` of them, when they are such a bundle. ``costs``: False to
+        leave the cost parts as they are (fast paths only: only the chosen units, the rows and
+        the pods gained are kept — what ``drop_unneeded`` reads)."""
         extra = list(extra)
-        self.gained += self.delta_add(extra)
-        touched: set[int] = set()
+        f = self.fast
+        if f is None:
+            self.gained += self.delta_add(extra)
+            touched: set[int] = set()
+            for ui in extra:
+                for n, use in self.units[ui].use.items():
+                    if n in self.avail:
+                        touched.add(n)
+                        self._move(n, use, 1)
+        else:
+            # Rows summed per node first (exact integers): one move per node.
+            if info is not None:
+                rows = {info[0]: info[1]}
+            else:
+                rows = {}
+                one, row1, avail = f.one, f.row1, self.avail
+                for ui in extra:
+                    n = one[ui]
+                    if n is not None:
+                        r = rows.get(n)
+                        rows[n] = row1[ui] if r is None else [x + y for x, y in zip(r, row1[ui])]
+                        continue
+                    for n, use in self.units[ui].use.items():
+                        if n in avail:
+                            r = rows.get(n)
+                            rows[n] = use if r is None else [x + y for x, y in zip(r, use)]
+            touched = set()
+            for n, row in rows.items():  # added one by one, in order: the set iterates as it did
+                touched.add(n)
+                k0 = self._k_now(n)
+                self._move(n, row, 1)
+                self.gained += self.cur_k[n] - k0
+        chosen, tenants, evicted = self.chosen, self.tenants, self.evicted
+        if not costs and f is not None:
+            chosen.update(extra)  # one by one, in order (a list)
+            return touched
+        if info is not None and not info[7]:
+            _, _, pdb, prio, pods, gpus, names, _ = info
+            chosen.update(extra)  # one by one, in order (a list)
+            self.pdb += pdb
+            self.prio = max(self.prio, prio)
+            self.pods += pods
+            self.gpus += gpus
+            self.hours = functools.reduce(operator.add, map(f.hours.__getitem__, extra), self.hours)
+            tenants.update(names)
+            return touched
+        if f is not None:
+            pack = f.pack
+            for ui in extra:
+                _, names, budgets, pdb, hours, _, _, prio, pods, gpus = pack[ui]
+                chosen.add(ui)
+                self.pdb += pdb
+                if budgets:
+                    self.pdb += self._crossed(budgets)
+                    for bi, n, _ in budgets:
+                        evicted[bi] = evicted.get(bi, 0) + n
+                self.prio = max(self.prio, prio)
+                self.pods += pods
+                self.gpus += gpus
+                self.hours += hours
+                tenants.update(names)
+            return touched
         for ui in extra:
             u = self.units[ui]
-            self.chosen.add(ui)
-            for n, use in u.use.items():
-                if n in self.avail:
-                    touched.add(n)
-                    self._move(n, use, 1)
+            chosen.add(ui)
             self.pdb += u.pdb
             if u.budgets:
                 self.pdb += self._crossed(u.budgets)
-                evicted = self.evicted
                 for bi, n, _ in u.budgets:
                     evicted[bi] = evicted.get(bi, 0) + n
             self.prio = max(self.prio, u.priority)
             self.pods += len(u.pods)
             self.gpus += u.gpus
             self.hours += u.hours
-            for t in u.tenants:
-                self.tenants[t] = self.tenants.get(t, 0) + 1
+            tenants.update(u.tenants)
         return touched
 
     def drop(self, ui: int, loss: int) -> None:
@@ -1260,44 +1964,83 @@ class _State:
         self.gained -= loss
         self.chosen.discard(ui)
 
+    def drop_unneeded(self, order: Iterable[int], need: int) -> None:
+        """Put back each unit of ``order`` in turn whose loss leaves ≥ ``need`` pods gained
+        (``loss_remove`` then ``drop``). Units with a row on one candidate node take a short
+        path that leaves ``removed`` stale (only ``chosen``, ``gained``, ``cur`` and ``cur_k``
+        are kept): for the drop phase of the local search, which reads ``chosen`` alone."""
+        f = self.fast
+        if f is None:
+            for ui in order:
+                loss = self.loss_remove(ui)
+                if self.gained - loss >= need:
+                    self.drop(ui, loss)
+            return
+        one, row1, cur, cur_k, chosen, k = f.one, f.row1, self.cur, self.cur_k, self.chosen, self.g.k
+        for ui in order:
+            n = one[ui]
+            if n is None:
+                loss = self.loss_remove(ui)
+                if self.gained - loss >= need:
+                    self.drop(ui, loss)
+                continue
+            c = [x - y for x, y in zip(cur[n], row1[ui])]
+            k1 = k(c)
+            loss = cur_k[n] - k1
+            if self.gained - loss >= need:
+                cur[n] = c
+                cur_k[n] = k1
+                self.gained -= loss
+                chosen.discard(ui)
+
 
 def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_swaps: int,
-                  max_cands: int = 2000, max_chosen: int = 64, unit_cost=None) -> set[int]:
+                  max_cands: int = 2000, max_chosen: int = 64, unit_cost=None, prep: _Prep | None = None) -> set[int]:
     """Drop units that are not needed; then "add one candidate, drop what became redundant"
     (covers 1-for-1 and k-for-1 swaps) while the cost falls; at most ``max_swaps`` moves, and
     only while at most ``max_chosen`` units are chosen (the drop phase always runs).
     ``cand_list``: the candidates (sets of unit indices), or a function returning them (called
     only when the swap phase runs). ``unit_cost``: ``set_cost(units, [ui])`` by unit index, when
-    the caller has it."""
+    the caller has it. ``prep``: the caller's ``_Prep`` of these units (fast paths)."""
     if unit_cost is None:
         def unit_cost(u: int) -> tuple:
             return set_cost(units, [u])
+    if prep is not None:  # the units' pdb and budgets from their packs
+        pdb_of, budgets_of = prep.fields[3].__getitem__, prep.fields[2].__getitem__
+
+        def cost_of(sel: Iterable[int]) -> tuple:
+            return _pack_cost(prep.pack, sel)
+    else:
+        def pdb_of(ui: int) -> int:
+            return units[ui].pdb
+
+        def budgets_of(ui: int) -> tuple:
+            return units[ui].budgets
+
+        def cost_of(sel: Iterable[int]) -> tuple:
+            return set_cost(units, sel)
 
     def drop_order(sel: set[int], keep: frozenset[int]) -> list[int]:
         """Units of ``sel`` not in ``keep``, most costly first. With budgets, a unit's own PDB
         violations are replaced by those its removal from ``sel`` would undo (a budget already
         violated by the others costs nothing more)."""
-        if not any(units[ui].budgets for ui in sel):
+        if not any(map(budgets_of, sel)):
             return sorted(sel - keep, key=unit_cost, reverse=True)
         total: dict[int, int] = {}
         for ui in sel:
-            for bi, n, _ in units[ui].budgets:
+            for bi, n, _ in budgets_of(ui):
                 total[bi] = total.get(bi, 0) + n
 
         def key(ui: int) -> tuple:
-            u = units[ui]
-            undone = u.pdb + sum(1 for bi, n, a in u.budgets if total[bi] > a >= total[bi] - n)
+            undone = pdb_of(ui) + sum(1 for bi, n, a in budgets_of(ui) if total[bi] > a >= total[bi] - n)
             return (undone,) + unit_cost(ui)[1:]
 
         return sorted(sel - keep, key=key, reverse=True)
 
     def drop(sel: set[int], keep: frozenset[int] = frozenset()) -> set[int]:
-        st = _State(units, g, g.avail)
-        st.add(sel)
-        for ui in drop_order(sel, keep):
-            loss = st.loss_remove(ui)
-            if st.gained - loss >= need:
-                st.drop(ui, loss)
+        st = _State(units, g, g.avail, prep)
+        st.add(sel, costs=False)
+        st.drop_unneeded(drop_order(sel, keep), need)
         return set(st.chosen)
 
     chosen = drop(chosen)
@@ -1305,7 +2048,7 @@ def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_s
         return chosen
     if callable(cand_list):
         cand_list = cand_list()
-    cost = set_cost(units, chosen)
+    cost = cost_of(chosen)
     moves = 0
     improved = True
     while improved and moves < max_swaps:
@@ -1314,7 +2057,7 @@ def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_s
             if c <= chosen:
                 continue
             trial = drop(chosen | c, keep=c)
-            tc = set_cost(units, trial)
+            tc = cost_of(trial)
             if tc < cost:
                 chosen, cost = trial, tc
                 improved = True
@@ -1367,15 +2110,14 @@ def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=Non
     cand = np.flatnonzero(mask & (full > k_base))
     if len(cand) == 0:
         return None
-    units = victim_units(snap, gang, sh, cand.tolist(), now, max_priority=max_priority, options=options, pdb=pdb, memo=memo)
+    units, packs = _victim_units(snap, gang, sh, cand.tolist(), now, max_priority, options, pdb, memo)
     if not units:
         return None
-    cols = sh.cols
-    avail = {int(i): tuple(int(x) for x in base[int(i), cols]) for i in cand.tolist()}
-    chosen = choose_victims(units, avail, sh.vals.tolist(), need, ps.max_per_node)
+    avail = dict(zip(cand.tolist(), map(tuple, base[np.ix_(cand, sh.cols)].tolist())))
+    chosen = choose_victims(units, avail, sh.vals.tolist(), need, ps.max_per_node, memo=memo, packs=packs)
     if chosen is None:
         return None
-    g = _Gain(avail, sh.vals.tolist(), ps.max_per_node)
+    g = _Gain({}, sh.vals.tolist(), ps.max_per_node)  # k only: the nodes' own pods are worked out below
     freed = []
     removed: dict[int, list[int]] = {}
     for ui in chosen:
@@ -1385,10 +2127,13 @@ def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=Non
                 for j, x in enumerate(use):
                     row[j] += x
     for n, row in removed.items():
-        if g.k([x + y for x, y in zip(avail[n], row)]) > g.base[n]:
+        if g.k([x + y for x, y in zip(avail[n], row)]) > g.k(avail[n]):
             freed.append(n)
     after = base.copy()
     pods_col = snap.col["pods"]
+    rows: list[int] = []
+    cols: list[int] = []
+    amounts: list[int] = []
     for ui in chosen:
         for p in units[ui].pods:
             i = snap.node_index.get(p.node_name)
@@ -1397,8 +2142,14 @@ def _consolidation(snap, gang, view: GangView, now, options, *, max_priority=Non
             for r, v in p.requests.items():
                 c = snap.col.get(r)
                 if c is not None:
-                    after[i, c] += v
-            after[i, pods_col] += 1
+                    rows.append(i)
+                    cols.append(c)
+                    amounts.append(v)
+            rows.append(i)
+            cols.append(pods_col)
+            amounts.append(1)
+    if rows:  # the victims' requests back on their nodes, repeated cells added up
+        np.add.at(after, (np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp)), np.array(amounts, dtype=np.int64))
     return units, chosen, sorted(freed), after
 
 
@@ -1447,10 +2198,17 @@ def _apply_placement(after: np.ndarray, view: GangView, placement) -> tuple[np.n
     avail = after.copy()
     taken = np.zeros(after.shape[0], dtype=bool)
     for k, chosen in placement.items():
+        if not chosen:
+            continue
         sh = view.shapes[int(k)]
-        for n, cnt in chosen:
-            avail[n, sh.cols] -= sh.vals * cnt
-            taken[n] = True
+        nodes = np.array([n for n, _ in chosen], dtype=np.intp)
+        if len(np.unique(nodes)) < len(nodes):  # a node twice (``place`` never does that): one at a time
+            for n, cnt in chosen:
+                avail[n, sh.cols] -= sh.vals * cnt
+        else:
+            counts = np.array([c for _, c in chosen], dtype=np.int64)
+            avail[np.ix_(nodes, sh.cols)] -= counts[:, None] * sh.vals[None, :]
+        taken[nodes] = True
     return avail, taken
 
 
