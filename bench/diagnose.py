@@ -387,8 +387,8 @@ def run_live(args) -> dict:
           f"snapshot() {r['snapshot_s'] * 1000:.2f} ms, stop() {r['stop_s'] * 1000:.0f} ms, manifest {r['manifest_s'] * 1000:.0f} ms, "
           f"diagnose {r['diagnose_s']:.2f} s, JSON output {r['output_s'] * 1000:.0f} ms")
     print(f"  pods LIST {pods_list:.2f} s: {n.get('request.pods', 0)} pages, {sp.get('bytes.pods', 0) / 2**20:.0f} MiB; "
-          f"request to headers {pods_req:.2f} s, body read {pods_read:.2f} s, decode {pods_dec:.2f} s, "
-          f"convert + store {pods_list - pods_req - pods_read - pods_dec:.2f} s; nodes LIST {sp.get('list.nodes', 0.0):.2f} s; "
+          f"request to headers {pods_req:.2f} s, body read {pods_read:.2f} s, generic page decode {pods_dec:.2f} s, "
+          f"per-pod decode + convert + store {pods_list - pods_req - pods_read - pods_dec:.2f} s; nodes LIST {sp.get('list.nodes', 0.0):.2f} s; "
           f"per-node sums {sp.get('replace.pods', 0.0):.2f} s; snapshot build {sp.get('build', 0.0):.2f} s "
           f"({r['snapshot_builds']} build(s)); GC pauses {gc_s:.2f} s ({gc_n} collections)")
     print(f"  verdict {r['verdict']}, deficit {r['deficit']}, fixes {r['fixes']} (first: {r['first_fix']})")
