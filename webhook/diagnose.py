@@ -987,8 +987,9 @@ def add_commands(sub) -> None:
     f.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
 
 
-def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[Mapping] | None]:
-    """The snapshot and, for a dump or the demo, the raw objects (for workload lookups)."""
+def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnapshot, list[Mapping] | None]:
+    """The snapshot and, for a dump or the demo when ``lookups``, the raw objects (for workload
+    lookups; None otherwise)."""
     if spec == "live":
         from .cache import LiveCache
 
@@ -1008,8 +1009,10 @@ def _load(spec: str, timeout: float) -> tuple[ClusterSnapshot, list[Mapping] | N
         from .demo import demo_objects, demo_snapshot
 
         return demo_snapshot(), demo_objects()
-    from .dump import load_cluster_and_objects
+    from .dump import load_cluster, load_cluster_and_objects
 
+    if not lookups:  # a manifest names the gang: no lookup objects to keep
+        return load_cluster(spec), None
     # Read once: the snapshot and the workload lookup share it (JSON dumps through the fast
     # reader; their Pods and Nodes are decoded in full only when a lookup needs them).
     return load_cluster_and_objects(spec)
@@ -1039,9 +1042,10 @@ def cmd_diagnose(args) -> int:
 
     try:
         options = _options(getattr(args, "policy", None))
-        snap, objects = _load(args.cluster, args.timeout)
+        manifest = os.path.exists(args.target)
+        snap, objects = _load(args.cluster, args.timeout, lookups=not manifest)
         _require_nodes(snap, args.cluster)
-        if os.path.exists(args.target):
+        if manifest:
             _, docs = load_documents(args.target)
             gangs = [g for g in (adapt(o, source=args.target) for o in docs) if g is not None]
             if not gangs:
