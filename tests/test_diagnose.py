@@ -154,3 +154,19 @@ def test_pod_health_read_from_a_dump_on_both_reader_paths():
         assert (p.restarts, p.ready) == (12, False)
     assert pod_health({}) == (0, None)
     assert pod_health({"containerStatuses": "x", "conditions": [{"type": "Ready", "status": "True"}]}) == (0, True)
+
+
+def test_default_options_match_the_default_policy_without_pydantic():
+    # diagnose without --policy skips pydantic (~0.15 s of a cold start); the options must be
+    # the default policy's.
+    import subprocess
+    import sys
+
+    from webhook.diagnose import _options
+    from webhook.policy import load_policy
+
+    assert _options(None) == load_policy(None).engine_options()
+    out = subprocess.run([sys.executable, "-c", "import sys, webhook.cli, webhook.diagnose; "
+                          "webhook.diagnose._options(None); print('pydantic' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

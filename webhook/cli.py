@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from . import __version__
 from .adapters import adapt, is_supported
@@ -22,7 +22,9 @@ from .engine.decision import NEVER_FITS, Decision
 from .engine.evaluate import evaluate
 from .engine.quantity import format_quantity
 from .engine.snapshot import ClusterSnapshot
-from .policy import Policy, PolicyError, load_policy
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = ["main", "build_parser", "render_text"]
 
@@ -187,6 +189,8 @@ def _cluster_line(snap: ClusterSnapshot) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run ``gangcheck check``; returns the exit code."""
+    from .policy import PolicyError, load_policy  # pydantic: imported by the commands that need it
+
     try:
         policy = load_policy(args.policy)
         snap = load_cluster(args.cluster)
@@ -228,6 +232,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run ``gangcheck serve``: the webhook over TLS until SIGINT/SIGTERM."""
     from kubernetes.config import ConfigException
 
+    from .policy import PolicyError
     from .server import serve
 
     try:
