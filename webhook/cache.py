@@ -67,6 +67,7 @@ from .adapters.errors import AdapterError
 from .adapters.projection import GENERIC as _GENERIC
 from .adapters.projection import decode_list as _decode_list
 from .adapters.projection import POD_STRUCT as _POD_STRUCT
+from .adapters.projection import decode_any
 from .adapters.projection import decode_object as _decode_object
 from .adapters.workload import workload_from_k8s
 from .engine.model import KueueState, VolcanoState, frozen_map
@@ -592,7 +593,7 @@ class _Informer:
                 continue
             status = p.status
             if status is not None and (status.phase == "Succeeded" or status.phase == "Failed"):
-                self._learn_runtime(_GENERIC.decode(raw))  # as _convert does for a terminal pod
+                self._learn_runtime(decode_any(raw))  # as _convert does for a terminal pod
                 continue
             p.kind, p.apiVersion, p.raw = "Pod", "v1", raw
             pod = self._converted(p, "skipping", reader.projected)

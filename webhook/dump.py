@@ -35,7 +35,7 @@ import yaml
 
 from .adapters.cluster import ConvertedPod, _PodReader, build_snapshot
 from .adapters.errors import AdapterError
-from .adapters.projection import GENERIC, OBJECT_DECODERS, POD_STRUCT, PodStruct
+from .adapters.projection import GENERIC, OBJECT_DECODERS, POD_STRUCT, PodStruct, decode_any
 from .engine.model import BoundPod, HostPort, frozen_map
 from .engine.snapshot import ClusterSnapshot
 from .gcpause import gc_paused
@@ -310,10 +310,7 @@ class LazyObject(Mapping):
     def _object(self) -> dict:
         full = self._full
         if full is None:
-            try:
-                full = GENERIC.decode(self._raw)
-            except msgspec.MsgspecError:  # a number msgspec will not take (1e400): json decides
-                full = json.loads(bytes(self._raw))
+            full = decode_any(self._raw)  # a number msgspec will not take (1e400): json decides
             if self._inject:  # an item of a typed list without its own kind (see _expand)
                 full = {**full, "kind": self._kind, "apiVersion": self._api}
             self._full = full

@@ -50,7 +50,7 @@ from ..engine.model import (
 from ..engine.quantity import QuantityError, parse_quantity
 from ..engine.snapshot import ClusterSnapshot
 from .errors import AdapterError
-from .projection import GENERIC, PodStruct, _PodSpecStruct, _PodStatusStruct
+from .projection import GENERIC, PodStruct, _PodSpecStruct, _PodStatusStruct, decode_any
 from .podspec import as_int, effective_requests, get_path, list_of, mapping, resource_map
 
 __all__ = [
@@ -261,7 +261,7 @@ def _host_ports(spec: Mapping) -> tuple[HostPort, ...]:
         for i, c in enumerate(list_of(spec.get(group), f"spec.{group}")):
             if not isinstance(c, Mapping):
                 continue
-            for j, p in enumerate(c.get("ports") or ()):
+            for j, p in enumerate(list_of(c.get("ports"), f"spec.{group}[{i}].ports")):
                 if isinstance(p, Mapping) and p.get("hostPort"):
                     port = _signed_int(p["hostPort"], f"spec.{group}[{i}].ports[{j}].hostPort")
                     ports.append(HostPort(port, str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "")))
@@ -398,8 +398,7 @@ def pod_from_k8s(
         else:
             priority = default_priority
         gang, owner_kind, owner_name = _gang_and_owner(obj, ns)
-        deadline = spec.get("activeDeadlineSeconds")
-        deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+        deadline_s = _deadline_s(spec.get("activeDeadlineSeconds"))
         annotations = mapping(get_path(obj, "metadata.annotations"), "metadata.annotations")
         restarts, ready = pod_health(status)
         limits = [v for v in (deadline_s, _seconds(labels.get(MAX_EXEC_TIME_LABEL)),
@@ -568,8 +567,7 @@ class _PodReader:
         owner_kind, owner_name, controller = _owner_of(meta.get("ownerReferences"))
         group = annotations.get(GANG_ANNOTATION_VOLCANO) or labels.get(GANG_LABEL_COSCHEDULING) or labels.get(GANG_LABEL_KUEUE)
         gang = _gang_of(ns, group, controller)
-        deadline = spec.get("activeDeadlineSeconds")
-        deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+        deadline_s = _deadline_s(spec.get("activeDeadlineSeconds"))
         limit = _runtime_limit(deadline_s, labels.get(MAX_EXEC_TIME_LABEL), annotations.get(EXPECTED_RUNTIME_ANNOTATION))
         start = self._start(status.get("startTime"))
         if labels:
@@ -628,7 +626,7 @@ class _PodReader:
         try:
             return self._from_struct(p)
         except (_Odd, AdapterError, TypeError, ValueError, msgspec.DecodeError):
-            obj = GENERIC.decode(p.raw)
+            obj = decode_any(p.raw)  # as the general reader decodes it (1e400 included)
             if type(obj) is dict and "kind" not in obj:
                 obj = {**obj, "kind": p.kind or "Pod", "apiVersion": obj.get("apiVersion", p.apiVersion)}
             return pod_from_k8s(obj, self.priority_classes, self.default_priority)
@@ -674,7 +672,7 @@ class _PodReader:
         if deadline is None and runtime_ann is None:
             deadline_s, limit = None, label_limit
         else:
-            deadline_s = None if deadline is None else float(as_int(deadline, "spec.activeDeadlineSeconds", minimum=1))
+            deadline_s = _deadline_s(deadline)
             limit = _runtime_limit(deadline_s, label_map.get(MAX_EXEC_TIME_LABEL), runtime_ann)
         restarts = 0
         if status.containerStatuses:
@@ -750,6 +748,24 @@ class ConvertedPod(msgspec.Struct, gc=False):
     resolve: bool
     class_name: str | None
     injected: bool = False
+
+
+def _deadline_s(value: Any) -> float | None:
+    """spec.activeDeadlineSeconds in seconds (None when unset): an integer from 1 to 2^63 − 1,
+    as the API server's validation allows (int64).
+
+    Raises:
+        AdapterError: not such an integer.
+    """
+    if value is None:
+        return None
+    n = as_int(value, "spec.activeDeadlineSeconds", minimum=1)
+    if n > _INT64_MAX:
+        raise AdapterError(f"expected an integer ≤ {_INT64_MAX}, got {n}", field="spec.activeDeadlineSeconds")
+    return float(n)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _runtime_limit(deadline_s: float | None, max_exec: Any, expected: Any) -> float | None:

@@ -18,6 +18,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypedDict
 
 import msgspec
@@ -32,6 +33,7 @@ __all__ = [
     "LIST_DECODERS",
     "decode_object",
     "decode_list",
+    "decode_any",
 ]
 
 
@@ -196,6 +198,20 @@ LIST_DECODERS: dict[str, msgspec.json.Decoder] = {
     "Pod": msgspec.json.Decoder(TypedDict("_PodList", {"metadata": dict, "items": list[PodProjection]}, total=False)),  # type: ignore[misc]
     "Node": msgspec.json.Decoder(TypedDict("_NodeList", {"metadata": dict, "items": list[NodeProjection]}, total=False)),  # type: ignore[misc]
 }
+
+
+def decode_any(raw: bytes | msgspec.Raw) -> Any:
+    """Any JSON value as plain Python values, as the ``json`` module reads it: msgspec, and the
+    ``json`` module for what msgspec will not take (a number out of range, ``1e400``, is
+    ``inf`` there), as the general dump reader does.
+
+    Raises:
+        ValueError: ``raw`` is not valid JSON.
+    """
+    try:
+        return GENERIC.decode(raw)
+    except msgspec.MsgspecError:
+        return json.loads(bytes(raw))
 
 
 def decode_object(kind: str, raw: bytes | msgspec.Raw) -> Any:
