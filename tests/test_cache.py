@@ -557,3 +557,20 @@ def test_ready_is_not_lost_when_the_last_sync_races_the_builder(server, make_cac
         cache.start()
         assert cache.wait_ready(WAIT), cache.status()
         assert len(cache.snapshot().nodes) == 1
+
+
+def test_pod_reader_is_kept_while_the_priority_classes_stay():
+    # The memoising reader lives across list pages; a new one only when the classes change.
+    from webhook.cache import _Informer
+
+    class FakeCache:
+        _pc_values: dict = {}
+        _pc_default = 0
+
+    inf = _Informer.__new__(_Informer)
+    inf.cache, inf._reader, inf._reader_pcs = FakeCache(), None, (None, 0)
+    first = inf._pod_reader()
+    assert inf._pod_reader() is first                                    # no PriorityClasses at all: kept
+    FakeCache._pc_values = {"high": 9}
+    second = inf._pod_reader()
+    assert second is not first and second.priority_classes == {"high": 9} and inf._pod_reader() is second

@@ -232,6 +232,7 @@ class _Informer:
         self._resp = None
         self._resp_lock = threading.Lock()
         self._reader: _PodReader | None = None
+        self._reader_pcs: tuple[Any, int] = (None, 0)  # the PriorityClasses it was made for
         self.thread = threading.Thread(target=self._run, name=f"informer-{spec.name}", daemon=True)
 
     # ---------------------------------------------------------- thread
@@ -607,9 +608,10 @@ class _Informer:
         or its memos grew past ``_READER_MEMO_LIMIT`` entries)."""
         cache = self.cache
         r = self._reader
-        if (r is None or r.priority_classes is not cache._pc_values or r.default_priority != cache._pc_default
-                or r.memo_size() > _READER_MEMO_LIMIT):
-            r = self._reader = _PodReader(cache._pc_values, cache._pc_default)
+        pcs = (cache._pc_values, cache._pc_default)
+        if r is None or self._reader_pcs[0] is not pcs[0] or self._reader_pcs[1] != pcs[1] or r.memo_size() > _READER_MEMO_LIMIT:
+            r = self._reader = _PodReader(*pcs)
+            self._reader_pcs = pcs
         return r
 
     def _convert(self, obj: Mapping) -> tuple[Any, Any] | None:
