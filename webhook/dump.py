@@ -35,7 +35,7 @@ import yaml
 
 from .adapters.cluster import ConvertedPod, _PodReader, build_snapshot
 from .adapters.errors import AdapterError
-from .adapters.projection import GENERIC, OBJECT_DECODERS, POD_STRUCT, PodStruct, decode_any
+from .adapters.projection import GENERIC, OBJECT_DECODERS, POD_STRUCT, PodStruct, decode_any, decode_object
 from .engine.model import BoundPod, HostPort, frozen_map
 from .engine.snapshot import ClusterSnapshot
 from .gcpause import gc_paused
@@ -341,24 +341,10 @@ class _Top(TypedDict, total=False):
 
 _TOP = msgspec.json.Decoder(_Top)
 _POD = OBJECT_DECODERS["Pod"]
-_POD_STRUCT = POD_STRUCT
-_NODE = OBJECT_DECODERS["Node"]
 
 
 class _General(Exception):
     """The fast reader leaves this file to the general one."""
-
-
-def _decode_as(kind: Any, raw: Any) -> Any:
-    """The projection for a Pod or Node (the generic decoding when a kept field has an odd type),
-    the generic decoding for any other kind."""
-    dec = OBJECT_DECODERS.get(kind) if type(kind) is str else None
-    if dec is not None:
-        try:
-            return dec.decode(raw)
-        except msgspec.ValidationError:
-            pass
-    return GENERIC.decode(raw)
 
 
 def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
@@ -371,7 +357,7 @@ def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
     decoded as dicts (their projection, else generically).
     """
     try:
-        p = _POD_STRUCT.decode(raw)
+        p = POD_STRUCT.decode(raw)
     except msgspec.ValidationError:
         pass
     else:
@@ -384,7 +370,7 @@ def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
             p.kind, p.raw = kind, raw
             return p, injected
         if type(kind) is str:
-            obj = _decode_as(kind, raw)
+            obj = decode_object(kind, raw)
             if type(obj) is not dict:
                 raise _General
             if injected:
@@ -399,12 +385,12 @@ def _decode_item(raw: Any, item_kind: str, api: str) -> tuple[Any, bool]:
         raise _General  # the general reader names the item
     if "kind" in obj:
         if projected and obj["kind"] != "Pod":
-            obj = _decode_as(obj["kind"], raw)
+            obj = decode_object(obj["kind"], raw)
         return obj, False
     if not item_kind:
         raise _General
     if projected and item_kind != "Pod":
-        obj = _decode_as(item_kind, raw)
+        obj = decode_object(item_kind, raw)
     obj = {**obj, "kind": item_kind, "apiVersion": obj.get("apiVersion", api)}
     return obj, True
 
@@ -442,7 +428,7 @@ def _read_json_fast(path: Path, keep: bool) -> tuple[list, list | None, bool]:
         raise _General
     try:
         if not (kind.endswith("List") and "items" in top):
-            obj = _decode_as(kind, data)
+            obj = decode_object(kind, data)
             if type(obj) is not dict or obj.get("kind") != kind:
                 raise _General
             look = None
@@ -486,11 +472,8 @@ def _read_item(raw: Any, item_kind: str, api: str, objects: list, lookup: list |
         if reader is not None:
             conv = reader.deferred(obj)
             if conv is not None:
-                if conv.resolve:
-                    conv.injected = injected
-                    objects.append(conv)
-                else:
-                    objects.append(conv.pod)  # spec.priority was set: nothing left to resolve
+                # spec.priority was set: nothing left to resolve, the BoundPod itself
+                objects.append(conv if conv.resolve else conv.pod)
                 if lookup is not None:
                     pod = conv.pod
                     lookup.append(LazyObject(raw, k, a, injected, (pod.namespace, pod.name)))
@@ -631,7 +614,7 @@ def _merge_rows(items: list, lo: int, hi: int, payload: _Payload, item_kind: str
         pod = BoundPod(r.namespace, r.name, r.node_name, requests[r.requests], r.priority, r.gang, r.owner_kind,
                        r.owner_name, r.queue, r.phase, r.start_time, r.deadline_s, host_ports[r.host_ports],
                        r.runtime_limit_s, labels[r.labels], r.restarts, r.ready)
-        objects.append(ConvertedPod(pod, True, r.class_name, r.injected) if r.resolve else pod)
+        objects.append(ConvertedPod(pod, True, r.class_name) if r.resolve else pod)
         if lookup is not None:
             lookup.append(LazyObject(items[i], "Pod", "v1", r.injected, (r.namespace, r.name)))
 

@@ -742,12 +742,11 @@ class ConvertedPod(msgspec.Struct, gc=False):
     """A v1 Pod converted before the PriorityClasses were known (``_PodReader.deferred``,
     possibly in another process of the JSON dump reader): ``build_snapshot`` resolves its
     priority from spec.priorityClassName (``class_name``) when ``resolve`` is set, as
-    ``pod_from_k8s`` would have. ``injected``: the pod took its kind from a typed list."""
+    ``pod_from_k8s`` would have."""
 
     pod: BoundPod
     resolve: bool
     class_name: str | None
-    injected: bool = False
 
 
 def _deadline_s(value: Any) -> float | None:
