@@ -992,8 +992,9 @@ def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnaps
     lookups; None otherwise)."""
     if spec == "live":
         from .cache import LiveCache
+        from .cli_args import live_api_client
 
-        cache = LiveCache().start()
+        cache = LiveCache(live_api_client()).start()  # LiveConfigError names a bad kubeconfig
         t0 = time.monotonic()
         try:
             while not cache.wait_ready(1.0):
@@ -1005,6 +1006,7 @@ def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnaps
             return cache.snapshot(), None
         finally:
             cache.stop()
+            cache.api_client.close()
     if spec == "demo":
         from .demo import demo_objects, demo_snapshot
 
@@ -1040,6 +1042,7 @@ def cmd_diagnose(args) -> int:
 
     from .adapters import adapt
     from .adapters.errors import AdapterError
+    from .cli_args import LiveConfigError
     from .dump import DumpError, load_documents
 
     try:
@@ -1055,7 +1058,7 @@ def cmd_diagnose(args) -> int:
             gang, how = gangs[0], f"manifest {args.target}"
         else:
             gang, how = find_gang(args.target, args.namespace or "default", snap, objects)
-    except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError) as exc:
+    except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # kubeconfig missing for live, policy errors
@@ -1082,6 +1085,7 @@ def cmd_diagnose(args) -> int:
 def cmd_fragmentation(args) -> int:
     """``gangcheck fragmentation``: exit 0, or 2 for bad input."""
     from .adapters.errors import AdapterError
+    from .cli_args import LiveConfigError
     from .dump import DumpError
 
     try:
@@ -1089,7 +1093,7 @@ def cmd_fragmentation(args) -> int:
         options = _options(getattr(args, "policy", None))
         snap, _ = _load(args.cluster, args.timeout)
         _require_nodes(snap, args.cluster)
-    except (DumpError, AdapterError, ValueError, TimeoutError, OSError) as exc:
+    except (DumpError, AdapterError, ValueError, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
