@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .engine.snapshot import ClusterSnapshot
+from .engine.text import kind_label
 
 __all__ = [
     "port",
@@ -111,22 +112,6 @@ def reference_time(snap: ClusterSnapshot, cluster: str, now: float | None, wall:
     if t is None:
         return wall, f"no --now given and {cluster} holds no pod start time: using the current time {rfc3339(wall)}"
     return t, f"no --now given: using the dump's newest timestamp {rfc3339(t)} (its latest pod start)"
-
-
-#: Kinds whose name alone is ambiguous, by API group: how to show them.
-_KIND_LABELS = {
-    ("batch.volcano.sh", "Job"): "Volcano Job",
-    ("scheduling.volcano.sh", "PodGroup"): "Volcano PodGroup",
-    ("scheduling.x-k8s.io", "PodGroup"): "coscheduling PodGroup",
-}
-
-
-def kind_label(kind: Any, api_version: Any = "") -> str:
-    """``kind`` as a person should read it: ``Volcano Job`` for batch.volcano.sh Job (not a
-    batch/v1 Job), ``Volcano PodGroup`` / ``coscheduling PodGroup`` for the two PodGroups;
-    other kinds unchanged."""
-    group = str(api_version or "").rpartition("/")[0]
-    return _KIND_LABELS.get((group, str(kind)), str(kind))
 
 
 class LiveConfigError(RuntimeError):

@@ -27,7 +27,7 @@ from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
-from .text import plural
+from .text import kind_label, plural
 from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
 
 __all__ = ["EngineOptions", "evaluate", "expected_wait", "DEFAULT_GPU_RESOURCES"]
@@ -701,7 +701,7 @@ def _short(text: str, limit: int = 120) -> str:
 
 
 def _message(gang: GangRequest, verdict: str, findings: list[Finding], nodes: dict, frag: dict | None) -> str:
-    who = f"{gang.kind} {gang.namespace}/{gang.name} ({plural(gang.pods, 'pod')})"
+    who = f"{kind_label(gang.kind, gang.api_version)} {gang.namespace}/{gang.name} ({plural(gang.pods, 'pod')})"
     if verdict == NEVER_FITS:
         f = next(f for f in findings if f.severity == NEVER_FITS)
         also = "".join(f" {g.message}." for g in findings if g.code in _EXPLAINS_DENIAL)
