@@ -140,3 +140,12 @@ def test_an_unforeseen_error_is_exit_3_never_1(capsys, monkeypatch):
 def test_json_output_is_still_json_after_the_fixes(capsys):
     code, out, _ = run(capsys, "check", JOB, "--cluster", "demo", "-o", "json")
     assert code == 0 and json.loads(out)["verdict"] == "Fits"
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_literals_in_a_json_dump_are_not_json(capsys, tmp_path, literal):
+    f = tmp_path / "dump.json"
+    f.write_text('{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Node",'
+                 '"metadata":{"name":"n"},"status":{"allocatable":{"cpu":%s}}}]}' % literal)
+    code, _, err = run(capsys, "check", JOB, "--cluster", f)
+    assert_names(code, err, f, f"{literal.lstrip('-')} is not a JSON value")

@@ -105,6 +105,19 @@ def _parse_yaml(text: str, path: str) -> list[Any]:
     return docs
 
 
+class _NotJSON(ValueError):
+    """A NaN / Infinity / -Infinity literal: Python's json accepts them, JSON does not."""
+
+
+def _no_constants(name: str) -> Any:
+    raise _NotJSON(name)
+
+
+#: The general JSON reader: strict JSON (NaN and Infinity literals are errors, as for msgspec and
+#: the API server; they would become float quantities no Kubernetes object can hold).
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def _parse_json(text: str, path: str) -> list[Any]:
     """One JSON value, or several concatenated (whitespace-separated) ones."""
     try:  # one value: msgspec is ~2× faster than json and gives the same values
@@ -113,7 +126,7 @@ def _parse_json(text: str, path: str) -> list[Any]:
         pass  # several values, a syntax error, NaN, a number out of range: the json module decides
     except RecursionError:  # msgspec and json both stop at ~1,000 levels
         raise DumpError(path, f"could not parse JSON: {_TOO_DEEP}", document=1) from None
-    decoder = json.JSONDecoder()
+    decoder = _STRICT_JSON
     docs: list[Any] = []
     i, n = 0, len(text)
     while True:
@@ -125,6 +138,9 @@ def _parse_json(text: str, path: str) -> list[Any]:
             doc, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
             raise DumpError(path, f"could not parse JSON: {exc.msg} (column {exc.colno})", document=len(docs) + 1, line=exc.lineno) from None
+        except _NotJSON as exc:
+            raise DumpError(path, f"could not parse JSON: {exc} is not a JSON value (RFC 8259 has no NaN or Infinity)",
+                            document=len(docs) + 1) from None
         except RecursionError:
             raise DumpError(path, f"could not parse JSON: {_TOO_DEEP}", document=len(docs) + 1) from None
         docs.append(doc)
