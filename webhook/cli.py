@@ -119,8 +119,8 @@ def _review_of(obj: dict) -> adm.ReviewRequest:
     ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else "default"
     name = meta.get("name") if isinstance(meta.get("name"), str) else ""
     group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
-    return adm.ReviewRequest("gangcheck-check", "CREATE", ns, name, {"group": group, "version": version, "kind": obj.get("kind")},
-                             obj, False)
+    return adm.ReviewRequest(uid="gangcheck-check", operation="CREATE", namespace=ns, name=name,
+                             kind={"group": group, "version": version, "kind": obj.get("kind")}, obj=obj, dry_run=False)
 
 
 def _gangs(source: str, objects: list[dict], skip_unsupported: bool, policy: Policy) -> tuple[list, list[str]]:
