@@ -175,16 +175,19 @@ def test_warn_mode_admits_never_fits_with_would_be_denied(snap):
     d = decide(snap, job(80, queue="llm-queue"))
     r = adm.validate_response("u-1", d, Policy(mode="warn"))["response"]
     assert r["allowed"] is True and "status" not in r
-    assert len(r["warnings"]) == 1
-    assert r["warnings"][0].startswith("would be denied: Job llm/train (80 pods) can never start")
-    assert len(r["warnings"][0]) <= 120
+    w = r["warnings"]
+    # most useful part first: the verdict, its code and what to change, then the numbers (#17 item 15)
+    assert w[0] == "would be denied (ExceedsMaxQuota): ask for at most 64 pods of 8 nvidia.com/gpu, or for a larger quota"
+    assert w[1] == "insufficient quota for nvidia.com/gpu in flavor h100, request 640 > maximum capacity (512):"
+    assert w[2] == "… ClusterQueue team-llm allows at most 512 (nominal 512 + borrowing 0)"
+    assert len(w) == 3 and all(len(x) <= 120 for x in w)
 
 
 def test_update_never_denied(snap):
     d = decide(snap, job(80, queue="llm-queue"))
     r = adm.validate_response("u-1", d, Policy(), operation="UPDATE")["response"]
     assert r["allowed"] is True
-    assert r["warnings"][0].startswith("would be denied:")
+    assert r["warnings"][0].startswith("would be denied (ExceedsMaxQuota): ask for at most 64 pods")
 
 
 def test_audit_mode_admits_silently(snap):
@@ -225,9 +228,10 @@ def test_warning_rules():
     w = adm.validate_response("u", d, Policy())["response"]["warnings"]
     assert w[0] == "a b c d [31m"
     assert w.count("dup") == 1
-    assert w[2] == "x" * 119 + "…" and len(w[2]) == 120
-    assert w[3] == "line sep"
-    assert len(w) == 4
+    # a long warning is split, not cut: 500 characters → 3 lines ≤ 120, the last one cut
+    assert w[2] == "x" * 119 and w[3] == "… " + "x" * 117 and w[4] == "… " + "x" * 117 + "…"
+    assert w[5] == "line sep"
+    assert len(w) == 6
     for x in w:
         assert all(ord(ch) >= 32 and ch not in "\u2028\u2029\x7f" for ch in x)
 
@@ -236,9 +240,19 @@ def test_warning_total_and_count_limits():
     many = [f"warning number {i} " + "é" * 100 for i in range(100)]
     cleaned = adm.clean_warnings(many, limit=100)
     assert sum(len(x.encode()) for x in cleaned) <= 4096
-    assert cleaned == [adm._truncate(m, 120) for m in many[: len(cleaned)]]  # order kept, prefix dropped last
+    assert cleaned == [part for m in many for part in adm._split_warning(m)][: len(cleaned)]  # order kept, prefix dropped last
     assert len(cleaned) < 100
     assert len(adm.clean_warnings(many)) == adm.MAX_WARNINGS
+
+
+def test_split_warning_keeps_the_end_at_a_clause_boundary():
+    text = ("fragmented: 1296 nvidia.com/gpu free, but only 12 node(s) can take a pod of 8 now; 64 needed; "
+            "ask for at most 12 pods of 8 nvidia.com/gpu")
+    parts = adm._split_warning(text)
+    assert parts == ["fragmented: 1296 nvidia.com/gpu free, but only 12 node(s) can take a pod of 8 now; 64 needed;",
+                     "… ask for at most 12 pods of 8 nvidia.com/gpu"]
+    assert adm._split_warning("short") == ["short"]
+    assert adm.clean_warnings([text]) == parts
 
 
 def test_deny_message_capped():
@@ -265,7 +279,7 @@ def test_annotations(snap):
     assert ann == {
         "gangcheck.io/verdict": "Waits",
         "gangcheck.io/reasons": "Fragmented,UnhealthyDevices,NodesNotReady,NodesCordoned",
-        "gangcheck.io/nodes-fit-now": "12/40",
+        "gangcheck.io/nodes-fit-now": "12 nodes can take a pod now; 40 pods needed",
         "gangcheck.io/fragmentation": "ratio 0.93: 1200/1296 free nvidia.com/gpu stranded for 8-GPU pods, deficit 28",
         "gangcheck.io/expected-wait": "unknown",
         "gangcheck.io/checked-at": "2025-06-02T12:00:00Z",
@@ -273,7 +287,7 @@ def test_annotations(snap):
     fits = adm.annotations_for(decide(snap, job(4)), Policy(annotationPrefix="example.com/"), NOW.timestamp())
     assert fits["example.com/expected-wait"] == "0s"
     assert fits["example.com/verdict"] == "Fits"
-    assert fits["example.com/nodes-fit-now"] == "12/4"
+    assert fits["example.com/nodes-fit-now"] == "12 nodes can take a pod now; 4 pods needed"
 
 
 def test_patch_without_annotations(snap):
@@ -306,7 +320,7 @@ def test_patch_null_annotations_and_no_metadata():
     assert out["metadata"]["annotations"]["gangcheck.io/verdict"] == "Waits"
     bare = {"apiVersion": "batch/v1", "kind": "Job"}
     out = apply_patch(bare, decode_patch(adm.mutate_response("u", bare, d, Policy(), NOW)))
-    assert out["metadata"]["annotations"]["gangcheck.io/nodes-fit-now"] == "2/4"
+    assert out["metadata"]["annotations"]["gangcheck.io/nodes-fit-now"] == "2 nodes can take a pod now; 4 pods needed"
 
 
 def test_pointer_escaping():

@@ -148,7 +148,7 @@ def test_mutate_patch(demo_server):
     ann = out["metadata"]["annotations"]
     assert ann["owner"] == "alice"
     assert ann["gangcheck.io/verdict"] == "Waits"
-    assert ann["gangcheck.io/nodes-fit-now"] == "12/40"
+    assert ann["gangcheck.io/nodes-fit-now"] == "12 nodes can take a pod now; 40 pods needed"
     assert ann["gangcheck.io/checked-at"] == "2025-06-02T12:00:00Z"
     # The estimate (1h32m) arrives within the wait budget or is still being computed.
     assert ann["gangcheck.io/expected-wait"] in ("unknown", "1h32m")
@@ -410,7 +410,7 @@ def test_policy_reload(tmp_path, certdir, demo):
         pf.write_text("mode: warn\nannotationPrefix: example.com/\n")
         assert reloader.check() == "reloaded"
         r = post(c, "/validate", big)["response"]
-        assert r["allowed"] is True and r["warnings"][0].startswith("would be denied: Job llm/train (80 pods)")
+        assert r["allowed"] is True and r["warnings"][0].startswith("would be denied (ExceedsMaxQuota): ask for at most 64 pods")
         m = post(c, "/mutate", big)["response"]
         assert "example.com~1verdict" not in base64.b64decode(m["patch"]).decode()  # whole map added
         assert json.loads(base64.b64decode(m["patch"]))[0]["value"]["example.com/verdict"] == "NeverFits"

@@ -7,7 +7,8 @@ engine and hands the ``Decision`` to :func:`validate_response` (POST /validate) 
 
 - ``allowed: false`` with ``status {code: 403, message}`` only for a NeverFits in enforce mode
   (the API server shows ``admission webhook "<name>" denied the request: <message>``);
-- ``warnings``: each ≤120 characters, no control characters, duplicates merged, at most
+- ``warnings``: each ≤120 characters (a longer one split at clause boundaries), no control
+  characters, duplicates merged, at most
   :data:`MAX_WARNINGS`, ≤4,096 bytes in total (the API server truncates past that, FIELD-NOTES §8),
   most important first;
 - ``patchType: JSONPatch`` and a base64 RFC 6902 patch adding annotations under the policy's
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .adapters import adapt, is_supported
 from .engine.decision import FITS, NEVER_FITS, WAITS, Decision
 from .engine.model import GangRequest
+from .engine.text import plural
 from .engine.wait import format_duration
 
 if TYPE_CHECKING:  # admission only reads a Policy's attributes; no pydantic at import time
@@ -47,12 +49,15 @@ __all__ = [
     "skip_reason",
     "gang_of",
     "clean_warnings",
+    "Outcome",
+    "admission_outcome",
     "validate_response",
     "mutate_response",
     "allowed_response",
     "fail_open_response",
     "annotations_for",
     "annotation_patch",
+    "plural",
     "rfc3339",
     "review_envelope",
 ]
@@ -208,27 +213,58 @@ def _truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+#: Where a long warning may be split, best first: after a sentence, a clause, a list item.
+_BREAKS = (". ", "; ", ": ", ", ", " (", " ")
+#: A long warning becomes at most this many lines (the last one cut with "…").
+MAX_WARNING_PARTS = 3
+#: The mark that starts the continuation of a split warning.
+CONTINUED = "… "
+
+
+def _split_warning(text: str, limit: int = MAX_WARNING_CHARS, parts: int = MAX_WARNING_PARTS) -> list[str]:
+    """``text`` as lines of at most ``limit`` characters, split after the last sentence,
+    clause or list boundary that fits (continuations start with "… "), at most ``parts``
+    lines; only the last may be cut with "…". Nothing is dropped from a text ≤ ``limit``."""
+    out: list[str] = []
+    rest = text
+    while len(rest) > limit and len(out) < parts - 1:
+        cut = -1
+        for sep in _BREAKS:
+            i = rest.rfind(sep, limit // 3, limit - (len(sep) - 1))
+            if i > 0:
+                cut = i + (1 if sep[0] in ".;:," else 0)
+                break
+        if cut <= 0:
+            cut = limit - 1
+        out.append(rest[:cut].rstrip())
+        rest = CONTINUED + rest[cut:].lstrip()
+    out.append(_truncate(rest, limit))
+    return out
+
+
 def clean_warnings(warnings: list[str], *, limit: int = MAX_WARNINGS) -> list[str]:
     """Make warnings safe to return to the API server (FIELD-NOTES §8), keeping their order.
 
     Each: control characters replaced (a newline would make the API server drop it),
-    whitespace collapsed, cut to 120 characters with "…"; empty ones dropped; duplicates
-    (after cleaning) merged; at most ``limit`` kept and at most 4,096 UTF-8 bytes in total
-    (later ones, the less important, are dropped first).
+    whitespace collapsed; one longer than 120 characters is split into up to
+    :data:`MAX_WARNING_PARTS` lines at sentence/clause boundaries (continuations start with
+    "… "; only the last part may be cut with "…"), so numbers and advice at its end survive;
+    empty ones dropped; duplicates (after cleaning) merged; at most ``limit`` lines kept and
+    at most 4,096 UTF-8 bytes in total (later ones, the less important, are dropped first).
     """
     out: list[str] = []
     seen: set[str] = set()
     total = 0
     for w in warnings:
-        text = _truncate(_clean_text(w), MAX_WARNING_CHARS)
-        if not text or text in seen:
-            continue
-        size = len(text.encode("utf-8"))
-        if total + size > MAX_WARNINGS_BYTES or len(out) >= limit:
-            break
-        seen.add(text)
-        out.append(text)
-        total += size
+        for text in _split_warning(_clean_text(w)) if _clean_text(w) else ():
+            if text in seen:
+                continue
+            size = len(text.encode("utf-8"))
+            if total + size > MAX_WARNINGS_BYTES or len(out) >= limit:
+                return out
+            seen.add(text)
+            out.append(text)
+            total += size
     return out
 
 
@@ -269,14 +305,40 @@ def _fmt_duration(seconds: float) -> str:
     return format_duration(seconds)
 
 
+def _denial_warnings(decision: Decision) -> list[str]:
+    """A NeverFits that is admitted (warn mode, UPDATE) as warnings, most useful part first:
+    the verdict with the finding's code and what to change ("ask for at most 64 pods of 8
+    nvidia.com/gpu, …"), then the finding with its numbers, then what else explains it.
+    The object's own kind and name (the message's head) are left out: the user just sent it."""
+    message = _clean_text(decision.message)
+    finding = next((f for f in decision.findings if getattr(f, "severity", None) == NEVER_FITS), None)
+    code = getattr(finding, "code", "") or (decision.reasons[0] if decision.reasons else "NeverFits")
+    detail = _clean_text(getattr(finding, "message", "") or "")
+    at = message.find(detail) if detail else -1
+    if at < 0:  # a message not built around its finding: the text after "can never start: "
+        head, sep, body = message.partition(" can never start: ")
+        return [f"would be denied ({code}): " + (body if sep else message)]
+    after = message[at + len(detail):].lstrip(". ").strip()
+    hint, sep, also = after.partition(". ")
+    hint = hint.rstrip(".")
+    out = []
+    if hint:
+        out.append(f"would be denied ({code}): {hint[:1].lower() + hint[1:]}")
+        out.append(detail)
+    else:
+        out.append(f"would be denied ({code}): {detail}")
+    if also.strip():
+        out.append(also.strip())
+    return out
+
+
 def _decision_warnings(decision: Decision, policy: Policy) -> list[str]:
     """Warnings for an admitted request, most important first (before cleaning)."""
     if policy.mode == "audit":
         return []
     out: list[str] = []
     if decision.verdict == NEVER_FITS:
-        out.append("would be denied: " + _clean_text(decision.message))
-        return out
+        return _denial_warnings(decision)
     engine = list(decision.warnings)
     if engine:
         out.append(engine[0])
@@ -326,6 +388,29 @@ def _deny_message(decision: Decision) -> str:
     return msg
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What admission does with one checked decision: the webhook's answer and ``gangcheck check``'s.
+
+    ``allowed``: False only for a NeverFits on CREATE in enforce mode. ``message``: the denial
+    message (< 1 KiB, one line) when denied, else None. ``warnings``: what the API server shows
+    (cleaned by :func:`clean_warnings`; empty when denied or in audit mode).
+    """
+
+    allowed: bool
+    message: str | None
+    warnings: tuple[str, ...]
+
+
+def admission_outcome(decision: Decision, policy: Policy, *, operation: str = "CREATE") -> Outcome:
+    """The one decision rule of admission, shared by POST /validate and ``gangcheck check``:
+    deny only a NeverFits on CREATE in enforce mode; otherwise admit with the warnings of
+    :func:`validate_response`'s doc (none in audit mode)."""
+    if decision.verdict == NEVER_FITS and policy.mode == "enforce" and operation != "UPDATE":
+        return Outcome(False, _deny_message(decision), ())
+    return Outcome(True, None, tuple(clean_warnings(_decision_warnings(decision, policy))))
+
+
 def validate_response(uid: str, decision: Decision, policy: Policy, *, operation: str = "CREATE") -> dict:
     """The AdmissionReview answering POST /validate for a checked gang.
 
@@ -333,7 +418,8 @@ def validate_response(uid: str, decision: Decision, policy: Policy, *, operation
       with ``Decision.message`` (what was asked, the limit and its numbers, what to change;
       < 1 KiB, one line).
     - NeverFits on UPDATE (the object already exists; denying could block finalizer removal)
-      and in warn mode: admitted with the first warning ``would be denied: <message>``.
+      and in warn mode: admitted, the first warning ``would be denied (<Code>): <what to
+      change>``, then the finding with its numbers (:func:`_denial_warnings`).
     - audit mode: admitted, no warnings.
     - otherwise admitted with the engine's warnings (Waits findings, most important first),
       plus a fragmentation warning when a Waits gang's stranded/free GPU ratio ≥
@@ -342,17 +428,17 @@ def validate_response(uid: str, decision: Decision, policy: Policy, *, operation
     ``auditAnnotations``: ``verdict`` and ``reasons``.
     """
     audit = {"verdict": decision.verdict, "reasons": ",".join(decision.reasons) or "none"}
-    if decision.verdict == NEVER_FITS and policy.mode == "enforce" and operation != "UPDATE":
+    out = admission_outcome(decision, policy, operation=operation)
+    if not out.allowed:
         return review_envelope({
             "uid": uid,
             "allowed": False,
-            "status": {"code": 403, "message": _deny_message(decision)},
+            "status": {"code": 403, "message": out.message},
             "auditAnnotations": audit,
         })
     resp: dict[str, Any] = {"uid": uid, "allowed": True, "auditAnnotations": audit}
-    w = clean_warnings(_decision_warnings(decision, policy))
-    if w:
-        resp["warnings"] = w
+    if out.warnings:
+        resp["warnings"] = list(out.warnings)
     return review_envelope(resp)
 
 
@@ -370,8 +456,8 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
 
     - ``verdict``: Fits | Waits | NeverFits
     - ``reasons``: finding codes, comma-separated, ``none`` when there are none
-    - ``nodes-fit-now``: nodes that can host the main pod shape now / pods of that shape
-      needed, e.g. ``12/40``
+    - ``nodes-fit-now``: nodes that can host a pod of the main pod shape now, and the pods of
+      that shape needed: ``12 nodes can take a pod now; 40 pods needed``
     - ``fragmentation``: ``ratio 0.93: 1200/1296 free nvidia.com/gpu stranded for 8-GPU pods,
       deficit 28`` or ``none`` (no GPUs requested)
     - ``expected-wait``: ``0s`` for Fits, ``never`` for NeverFits, the engine's estimate when it
@@ -405,7 +491,7 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
     return {
         p + "verdict": decision.verdict,
         p + "reasons": ",".join(decision.reasons) or "none",
-        p + "nodes-fit-now": f"{nodes.get('fit_now', 0)}/{needed}",
+        p + "nodes-fit-now": f"{plural(nodes.get('fit_now', 0), 'node')} can take a pod now; {plural(needed, 'pod')} needed",
         p + "fragmentation": frag_text,
         p + "expected-wait": wait,
         p + "checked-at": rfc3339(now),

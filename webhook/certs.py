@@ -32,6 +32,8 @@ __all__ = ["generate", "sans_for", "main", "build_parser"]
 
 CA_DAYS = 3650
 SERVING_DAYS = 365
+#: The shortest serving certificate ``--days`` allows (0 or less would be expired when written).
+MIN_DAYS = 1
 
 
 def sans_for(service: str, namespace: str) -> list[str]:
@@ -77,7 +79,8 @@ def generate(
     Args:
         service, namespace: the webhook Service's name and namespace (they make the SANs).
         out_dir: directory, created if missing.
-        days: validity of the serving certificate (the CA gets 10 years).
+        days: validity of the serving certificate, ``MIN_DAYS`` (1) to ``CA_DAYS`` (3650: the
+            CA's own validity).
         reuse_ca: keep an existing ca.crt/ca.key and only issue a new serving certificate
             (a rotation that does not change the caBundle).
 
@@ -85,20 +88,36 @@ def generate(
         base64 of the PEM ``ca.crt``: the ``caBundle`` for the webhook configurations.
 
     Raises:
-        OSError: the directory or files cannot be written.
-        ValueError: empty service/namespace.
+        OSError: the directory or files cannot be written (the message names the path).
+        ValueError: empty service/namespace, ``days`` out of range, or with ``reuse_ca`` a
+            ca.crt/ca.key that does not load or does not match (the message names the file).
     """
     if not service or not namespace:
         raise ValueError("service and namespace must be non-empty")
+    if isinstance(days, bool) or not isinstance(days, int) or not MIN_DAYS <= days <= CA_DAYS:
+        raise ValueError(f"days: expected a whole number of days from {MIN_DAYS} to {CA_DAYS} (the CA's validity), got {days!r}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(f"{out}: exists and is not a directory") from None
+    except OSError as exc:
+        raise OSError(f"{out}: cannot create the directory: {exc.strerror or exc}") from None
     now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
 
     ca_crt_path, ca_key_path = out / "ca.crt", out / "ca.key"
     if reuse_ca and ca_crt_path.exists() and ca_key_path.exists():
-        ca_cert = x509.load_pem_x509_certificate(ca_crt_path.read_bytes())
-        ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
         ca_pem = ca_crt_path.read_bytes()
+        try:
+            ca_cert = x509.load_pem_x509_certificate(ca_pem)
+        except ValueError:
+            raise ValueError(f"{ca_crt_path}: not a PEM certificate (--reuse-ca needs the CA written by `gangcheck certs`)") from None
+        try:
+            ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+        except (ValueError, TypeError):
+            raise ValueError(f"{ca_key_path}: not an unencrypted PEM private key (--reuse-ca needs the CA key written by `gangcheck certs`)") from None
+        if not isinstance(ca_key, ec.EllipticCurvePrivateKey) or ca_key.public_key().public_numbers() != ca_cert.public_key().public_numbers():
+            raise ValueError(f"{ca_key_path}: is not the key of {ca_crt_path}")
     else:
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"gangcheck-ca ({service}.{namespace})")])
@@ -159,13 +178,25 @@ def generate(
     return base64.b64encode(ca_pem).decode("ascii")
 
 
+def _days(text: str) -> int:
+    """argparse type of ``--days``: a whole number from ``MIN_DAYS`` to ``CA_DAYS``."""
+    try:
+        days = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days, got {text!r}") from None
+    if not MIN_DAYS <= days <= CA_DAYS:
+        raise argparse.ArgumentTypeError(f"expected {MIN_DAYS} to {CA_DAYS} days (the CA's validity), got {days}")
+    return days
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``--service``, ``--namespace``, ``--out``, ``--days``, ``--reuse-ca`` to ``parser``."""
     p = parser or argparse.ArgumentParser(prog="gangcheck certs", description="Generate a CA and a webhook serving certificate.")
     p.add_argument("--service", default="gangcheck", help="webhook Service name (default gangcheck)")
     p.add_argument("--namespace", default="gangcheck-system", help="its namespace (default gangcheck-system)")
     p.add_argument("--out", default="certs", help="output directory (default certs/)")
-    p.add_argument("--days", type=int, default=SERVING_DAYS, help="serving certificate validity in days")
+    p.add_argument("--days", type=_days, default=SERVING_DAYS,
+                   help=f"serving certificate validity in days, {MIN_DAYS}-{CA_DAYS} (default {SERVING_DAYS})")
     p.add_argument("--reuse-ca", action="store_true", help="keep an existing CA, issue only a new serving certificate")
     return p
 

@@ -3,7 +3,11 @@
     gangcheck check JOB.yaml --cluster PATH|demo [--policy FILE] [--output text|json]
 
 Exit codes: 0 every gang would be admitted (Fits or Waits), 1 a gang would be denied
-(NeverFits in enforce mode), 2 bad input (the message names the file, object and field).
+(NeverFits in enforce mode), 2 bad input (the message names the file, object and field),
+3 an internal error (a bug: the message says so; never 1, which scripts read as "denied").
+
+``check`` decides as the webhook does (``admission.admission_outcome``, ``skip_reason``): the
+same denial rule per mode, the same exempt namespaces, the same warnings.
 """
 
 from __future__ import annotations
@@ -15,20 +19,23 @@ import time
 from typing import TYPE_CHECKING, Sequence
 
 from . import __version__
+from . import admission as adm
 from .adapters import adapt, is_supported
 from .adapters.errors import AdapterError
+from .cli_args import kind_label, port as _port, reference_time, time_arg
 from .dump import DumpError, load_cluster, load_documents
-from .engine.decision import NEVER_FITS, Decision
+from .engine.decision import Decision
 from .engine.evaluate import evaluate
 from .engine.quantity import format_quantity
 from .engine.snapshot import ClusterSnapshot
+from .engine.text import plural
 
 if TYPE_CHECKING:
     from .policy import Policy
 
 __all__ = ["main", "build_parser", "render_text"]
 
-EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gangcheck",
         description="Feasibility checks for gang-scheduled GPU jobs on Kubernetes.",
         epilog="Exit codes: check — 0 admitted (Fits/Waits), 1 denied (NeverFits), 2 bad input; "
-               "diagnose and fragmentation — 0 when they ran (whatever the verdict), 2 bad input or target not found.",
+               "diagnose, fragmentation and dump — 0 when they ran (whatever the verdict), 2 bad input or target not found; "
+               "3 an internal error (please report it).",
     )
     p.add_argument("--version", action="version", version=f"gangcheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -47,15 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="check workload manifests against a cluster dump or the demo cluster",
         description=(
             "Check each gang in JOB (a file, a directory, or - for stdin) against a cluster dump "
-            "(the output of `kubectl get nodes,pods,priorityclasses,resourceflavors,clusterqueues,"
-            "localqueues,cohorts,queues.scheduling.volcano.sh,podgroups -A -o yaml`) or the embedded "
-            "demo cluster. Verdicts: Fits (can start now), Waits (admitted; cannot start now), "
-            "NeverFits (denied: cannot start even on the empty, repaired cluster)."
+            "(written by `gangcheck dump -o cluster.json`), the live cluster (KUBECONFIG or in-cluster) or "
+            "the embedded demo cluster, deciding exactly as the webhook does with the same policy: "
+            "the same denials, exempt namespaces and warnings. Verdicts: Fits (can start now), Waits "
+            "(admitted; cannot start now), NeverFits (denied in enforce mode: cannot start even on the "
+            "empty, repaired cluster)."
         ),
         epilog="Exit codes: 0 admitted (Fits/Waits), 1 denied (NeverFits in enforce mode), 2 bad input.",
     )
     c.add_argument("job", metavar="JOB", help="workload manifest(s): file, directory, or - for stdin")
-    c.add_argument("--cluster", required=True, metavar="PATH|demo", help="cluster dump (file or directory) or 'demo'")
+    c.add_argument("--cluster", required=True, metavar="PATH|demo|live",
+                   help="cluster dump (file or directory), 'demo', or 'live' (KUBECONFIG or in-cluster)")
     c.add_argument("--policy", metavar="FILE", help="policy YAML (the ConfigMap's policy.yaml); default policy if absent")
     c.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format (default text)")
     c.add_argument(
@@ -63,29 +73,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip documents of kinds gangcheck does not check instead of failing with exit 2",
     )
+    c.add_argument("--now", type=time_arg, default=None, metavar="TIME",
+                   help="reference time for expected waits: RFC 3339 (2025-06-02T12:00:00Z) or epoch seconds "
+                        "(default: a dump's newest timestamp, the demo's own time, the clock for live)")
+    c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
     _add_server_commands(sub)
+    from .cli_dump import add_command as _add_dump_command
+
+    _add_dump_command(sub)
     from .diagnose import add_commands as _add_diagnose_commands
 
     _add_diagnose_commands(sub)  # diagnose, fragmentation
     return p
 
 
-def _port(text: str) -> int:
-    """argparse type: a TCP port number."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {port}")
-    return port
-
-
 def _add_server_commands(sub) -> None:
     """``serve`` and ``certs`` (the server modules are imported only when they run)."""
     from . import certs as _certs
 
-    s = sub.add_parser("serve", help="serve the admission webhook over TLS")
+    s = sub.add_parser(
+        "serve", help="serve the admission webhook over TLS",
+        description="Serve the validating (/validate) and mutating (/mutate) admission webhook over TLS, "
+                    "with /healthz, /readyz and /metrics, against the demo cluster, a dump, or the live "
+                    "cluster (list+watch). The policy file and the serving certificate are reloaded when they "
+                    "change. Stops on SIGINT/SIGTERM.",
+        epilog="Exit codes: 0 stopped by a signal, 2 bad input (certificate, policy, cluster, port).")
     s.add_argument("--cluster", default="demo", metavar="PATH|demo|live", help="cluster source (default demo)")
     s.add_argument("--policy", metavar="FILE", help="policy YAML, reloaded when it changes")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -100,20 +112,38 @@ def _add_server_commands(sub) -> None:
 # ---------------------------------------------------------------- check
 
 
-def _gangs(source: str, objects: list[dict], skip_unsupported: bool) -> tuple[list, list[str]]:
-    gangs, notes = [], []
+def _review_of(obj: dict) -> adm.ReviewRequest:
+    """The request the API server would send for ``kubectl create`` of ``obj`` (namespace
+    defaulted as kubectl does), so ``check`` asks the webhook's own questions of it."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else "default"
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
+    return adm.ReviewRequest(uid="gangcheck-check", operation="CREATE", namespace=ns, name=name,
+                             kind={"group": group, "version": version, "kind": obj.get("kind")}, obj=obj, dry_run=False)
+
+
+def _gangs(source: str, objects: list[dict], skip_unsupported: bool, policy: Policy) -> tuple[list, list[str]]:
+    """``(items, notes)``: per checked document a GangRequest, or ``(object, reason)`` for one
+    the webhook admits unchanged (``admission.skip_reason``: an exempt namespace …)."""
+    items, notes = [], []
     for i, obj in enumerate(objects, 1):
         if not is_supported(obj):
             if skip_unsupported and isinstance(obj, dict):
                 notes.append(f"skipped document {i}: {obj.get('apiVersion')}/{obj.get('kind')} is not a kind gangcheck checks")
                 continue
+        elif isinstance(obj, dict):
+            reason = adm.skip_reason(_review_of(obj), policy)
+            if reason is not None:
+                items.append((obj, reason))
+                continue
         gang = adapt(obj, source=source)  # raises AdapterError for unsupported kinds
         if gang is None:
             meta = obj.get("metadata") or {}
-            notes.append(f"skipped document {i}: {obj.get('kind')} {meta.get('name', '')} is not a gang")
+            notes.append(f"skipped document {i}: {kind_label(obj.get('kind'), obj.get('apiVersion'))} {meta.get('name', '')} is not a gang")
             continue
-        gangs.append(gang)
-    return gangs, notes
+        items.append(gang)
+    return items, notes
 
 
 def _requests_text(requests: dict) -> str:
@@ -121,17 +151,20 @@ def _requests_text(requests: dict) -> str:
     return ", ".join(f"{format_quantity(r, requests[r])} {r}" for r in order if requests[r]) or "nothing"
 
 
-def render_text(d: Decision, policy: Policy) -> str:
-    """A person's view of one decision: verdict first, then numbers, kubectl wording."""
+def render_text(d: Decision, policy: Policy, outcome: adm.Outcome | None = None) -> str:
+    """A person's view of one decision: verdict first, then numbers, kubectl wording; the
+    warnings are the webhook's (``outcome``, by default :func:`admission.admission_outcome`)."""
     g = d.gang
-    outcome = {
-        "Fits": "admitted",
-        "Waits": "admitted with warnings",
-        "NeverFits": "denied" if policy.mode == "enforce" else f"admitted ({policy.mode} mode)",
-    }[d.verdict]
-    lines = [f"{g['kind']} {g['namespace']}/{g['name']}: {d.verdict} — {outcome}"]
+    outcome = outcome or adm.admission_outcome(d, policy)
+    if not outcome.allowed:
+        verdict_outcome = "denied"
+    elif d.verdict == "NeverFits":
+        verdict_outcome = f"admitted ({policy.mode} mode)"
+    else:
+        verdict_outcome = "admitted with warnings" if outcome.warnings else "admitted"
+    lines = [f"{kind_label(g['kind'], g.get('api_version'))} {g['namespace']}/{g['name']}: {d.verdict} — {verdict_outcome}"]
     sets = "; ".join(f"{ps['name']} {ps['count']} × ({_requests_text(ps['requests'])})" for ps in g["pod_sets"])
-    lines.append(f"  gang        {g['pods']} pods: {sets}")
+    lines.append(f"  gang        {plural(g['pods'], 'pod')}: {sets}")
     q = d.quota
     if q:
         if q.get("cluster_queue"):
@@ -171,60 +204,95 @@ def render_text(d: Decision, policy: Policy) -> str:
     if d.reasons:
         lines.append(f"  reasons     {', '.join(d.reasons)}")
     lines.append(f"  message     {d.message}")
-    extra = [w for w in d.warnings if w not in d.message]
-    if extra:
-        lines.append("  warnings")
-        lines.extend(f"    - {w}" for w in extra)
+    if outcome.warnings:
+        lines.append("  warnings    (as the webhook returns them)")
+        lines.extend(f"    - {w}" for w in outcome.warnings)
     return "\n".join(lines)
+
+
+def _skipped_text(obj: dict, reason: str) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    return f"{kind_label(obj.get('kind'), obj.get('apiVersion'))} {ns}/{meta.get('name', '')}: not checked — admitted unchanged ({reason})"
+
+
+def _skipped_doc(obj: dict, reason: str) -> dict:
+    meta = obj.get("metadata") or {}
+    return {"verdict": None, "allowed": True, "skipped": reason, "warnings": [],
+            "gang": {"kind": obj.get("kind"), "api_version": obj.get("apiVersion"),
+                     "namespace": meta.get("namespace") or "default", "name": meta.get("name")}}
 
 
 def _cluster_line(snap: ClusterSnapshot) -> str:
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(snap.skipped.items()))
     return (
-        f"cluster: {snap.source or 'dump'} ({len(snap.nodes)} nodes, {len(snap.pods)} pods"
+        f"cluster: {snap.source or 'dump'} ({plural(len(snap.nodes), 'node')}, {plural(len(snap.pods), 'pod')}"
         + (f"; skipped kinds: {skipped}" if skipped else "")
         + ")"
     )
 
 
+def _load_snapshot(spec: str, timeout: float) -> ClusterSnapshot:
+    """``load_cluster(spec)``; ``live`` syncs a live cache (progress on stderr) and returns its snapshot."""
+    if spec != "live":
+        return load_cluster(spec)
+    from .diagnose import _load
+
+    return _load(spec, timeout, lookups=False)[0]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run ``gangcheck check``; returns the exit code."""
+    from .cli_args import LiveConfigError
     from .policy import PolicyError, load_policy  # pydantic: imported by the commands that need it
 
     try:
         policy = load_policy(args.policy)
-        snap = load_cluster(args.cluster)
         source, objects = load_documents(args.job)
-        gangs, notes = _gangs(source, objects, args.skip_unsupported)
-    except (PolicyError, DumpError, AdapterError) as exc:
+        items, notes = _gangs(source, objects, args.skip_unsupported, policy)
+        snap = _load_snapshot(args.cluster, getattr(args, "timeout", 120.0))
+    except (PolicyError, DumpError, AdapterError, LiveConfigError, TimeoutError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not snap.nodes:
         print(f"gangcheck: error: {args.cluster}: the cluster data holds no Node objects "
-              "(dump them with `kubectl get nodes,pods,... -A -o yaml`)", file=sys.stderr)
+              "(write a dump with `gangcheck dump -o cluster.json`)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if not gangs:
+    if not items:
         print(f"gangcheck: error: {source}: no gang workload found" + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
         return EXIT_BAD_INPUT
     options = policy.engine_options()
-    now = snap.as_of if snap.as_of is not None else time.time()
-    decisions = [evaluate(snap, g, options, now=now) for g in gangs]
-    denied = any(d.verdict == NEVER_FITS for d in decisions) and policy.mode == "enforce"
+    now, time_note = reference_time(snap, args.cluster, getattr(args, "now", None), time.time())
+    results = []
+    for item in items:
+        if isinstance(item, tuple):
+            results.append(item)
+            continue
+        d = evaluate(snap, item, options, now=now)
+        results.append((d, adm.admission_outcome(d, policy, operation="CREATE")))
+    denied = any(not isinstance(r[0], dict) and not r[1].allowed for r in results)
     if args.output == "json":
         docs = []
-        for d in decisions:
-            doc = d.to_dict()
-            doc["allowed"] = not (d.verdict == NEVER_FITS and policy.mode == "enforce")
+        for a, b in results:
+            if isinstance(a, dict):
+                doc = _skipped_doc(a, b)
+            else:
+                doc = a.to_dict()
+                doc["allowed"] = b.allowed
+                doc["warnings"] = list(b.warnings)  # the webhook's warnings (engine findings: "findings")
             doc["cluster"] = {"source": snap.source, "nodes": len(snap.nodes), "pods": len(snap.pods), "skipped": dict(snap.skipped)}
+            doc["now"] = now
             docs.append(doc)
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, sort_keys=False))
     else:
-        for d in decisions:
-            print(render_text(d, policy))
+        for a, b in results:
+            print(_skipped_text(a, b) if isinstance(a, dict) else render_text(a, policy, b))
             print()
         for note in notes:
             print(f"note: {note}")
         print(_cluster_line(snap))
+    if time_note:
+        print(f"gangcheck: {time_note}", file=sys.stderr)
     return EXIT_DENIED if denied else EXIT_OK
 
 
@@ -232,9 +300,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run ``gangcheck serve``: the webhook over TLS until SIGINT/SIGTERM."""
     from kubernetes.config import ConfigException
 
+    from .cli_args import LiveConfigError, live_api_client
     from .policy import PolicyError
     from .server import serve
 
+    problem = _serving_files_problem(args.tls_cert, args.tls_key)
+    if problem:
+        print(f"gangcheck: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.cluster == "live":
+        try:
+            live_api_client().close()  # the cache builds its own; this names a bad kubeconfig first
+        except LiveConfigError as exc:
+            print(f"gangcheck: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         code = serve(args.cluster, args.policy, args.host, args.port, args.tls_cert, args.tls_key)
     except SystemExit as exc:  # uvicorn exits 3 when it cannot start (e.g. the port is taken)
@@ -258,6 +337,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return code
 
 
+def _serving_files_problem(cert: str, key: str) -> str | None:
+    """Why ``--tls-cert``/``--tls-key`` cannot serve (missing, unreadable, not a PEM pair), naming
+    the file and how to make one; None when they load."""
+    import ssl
+    from pathlib import Path
+
+    for flag, f in (("--tls-cert", cert), ("--tls-key", key)):
+        p = Path(f)
+        if not p.is_file():
+            what = "is a directory" if p.is_dir() else "no such file"
+            if p.name in ("tls.crt", "tls.key") and p.parent != Path(p.anchor or "/"):  # never suggest writing to /
+                how = f"create it with `gangcheck certs --out {p.parent}`"
+            else:
+                how = ("create a certificate with `gangcheck certs --out DIR` and pass "
+                       "`--tls-cert DIR/tls.crt --tls-key DIR/tls.key`")
+            return f"{flag} {f}: {what}; {how}"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError:
+        return (f"--tls-cert {cert} / --tls-key {key}: not a PEM certificate and its matching private key; "
+                "write a pair with `gangcheck certs --out DIR`")
+    except OSError as exc:
+        return f"--tls-cert {cert} / --tls-key {key}: cannot read: {exc.strerror or exc}"
+    return None
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
     """Run ``gangcheck certs``: write the files and print the caBundle."""
     from .certs import generate
@@ -273,7 +379,11 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gangcheck`` and ``python -m webhook``."""
+    """Entry point of ``gangcheck``, ``kubectl gangcheck`` and ``python -m webhook``.
+
+    Never ends in a traceback with exit 1 (which scripts read as "denied"): bad input is exit 2
+    with a message naming the file; anything unforeseen is exit 3, one line, "internal error".
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -283,6 +393,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except RecursionError:
+        print(f"gangcheck: error: {args.command}: input nested too deeply to read", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print(f"gangcheck: error: {args.command}: out of memory", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as exc:  # a bug: say so on one line, with an exit code that is not "denied"
+        print(f"gangcheck: internal error: {args.command}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+              "(please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def kubectl_main() -> int:
+    """Entry point of ``kubectl-gangcheck``: kubectl runs it for ``kubectl gangcheck …``."""
+    return main(sys.argv[1:])
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -292,6 +417,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return cmd_serve(args)
     if args.command == "certs":
         return cmd_certs(args)
+    if args.command == "dump":
+        from .cli_dump import cmd_dump
+
+        return cmd_dump(args)
     if args.command in ("diagnose", "fragmentation"):
         from . import diagnose
 

@@ -22,6 +22,7 @@ Then a one-line verdict and the fixes ranked by displacement (``webhook.engine.f
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import time
@@ -32,6 +33,7 @@ import numpy as np
 
 from .engine.decision import FITS, NEVER_FITS, Decision
 from .engine.evaluate import EngineOptions, evaluate
+from .engine.text import plural
 from .engine.filters import Constraints, filter_nodes
 from .engine.fit import pods_per_node, shape_of
 from .engine.fixes import GangView, NON_GANG_OWNERS, compute_fixes, gang_view, own_pod
@@ -553,7 +555,7 @@ def _step_partial(snap: ClusterSnapshot, gang: GangRequest, view: GangView, opti
 def _verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: list[dict]) -> str:
     who = f"{gang.kind} {gang.namespace}/{gang.name}"
     if view.pod_sets and view.need == 0 and view.own_bound:
-        return f"{who}: Running — all {len(view.own_bound)} pods are bound."
+        return f"{who}: Running — all {plural(len(view.own_bound), 'pod')} are bound."
     if d.verdict == FITS:
         return f"{who}: Fits — it can start now; nothing on the cluster side blocks it."
     if d.verdict == NEVER_FITS:
@@ -615,7 +617,7 @@ def _diagnose(snap: ClusterSnapshot, gang: GangRequest, now: float | None, optio
     running = bool(view.pod_sets) and view.need == 0 and bool(view.own_bound)
     fixes = [] if running else compute_fixes(snap, gang, d, now, options, expected_wait_s=expected_wait_s, view=view)
     return {
-        "gang": {"kind": gang.kind, "namespace": gang.namespace, "name": gang.name, "pods": gang.pods,
+        "gang": {"kind": gang.kind, "api_version": gang.api_version, "namespace": gang.namespace, "name": gang.name, "pods": gang.pods,
                  "queue": gang.queue_name or gang.volcano_queue, "priority": view.priority,
                  "pod_sets": [{"name": ps.name, "count": ps.count, "requests": dict(ps.requests)} for ps in gang.pod_sets]},
         "cluster": {"source": snap.source, "nodes": len(snap.nodes), "pods": len(snap.pods)},
@@ -701,8 +703,10 @@ def render_diagnosis(report: dict) -> str:
     verdict line and the ranked fixes with their costs."""
     g = report["gang"]
     c = report["cluster"]
-    lines = [f"Why is {g['kind']} {g['namespace']}/{g['name']} ({g['pods']} pods) not running?  "
-             f"cluster: {c['source'] or 'dump'} ({c['nodes']} nodes, {c['pods']} pods)", ""]
+    from .cli_args import kind_label
+
+    lines = [f"Why is {kind_label(g['kind'], g.get('api_version'))} {g['namespace']}/{g['name']} ({plural(g['pods'], 'pod')}) not running?  "
+             f"cluster: {c['source'] or 'dump'} ({plural(c['nodes'], 'node')}, {plural(c['pods'], 'pod')})", ""]
     mark = {"ok": "ok", "blocking": "BLOCKING", "info": "info"}
     for i, s in enumerate(report["steps"], 1):
         lines.append(f"{i}. {s['name']} [{mark.get(s['status'], s['status'])}] — {s['question']}")
@@ -737,9 +741,23 @@ def render_diagnosis(report: dict) -> str:
 # ---------------------------------------------------------------- fragmentation
 
 
-def parse_shape(text: str) -> dict[str, int]:
+#: A resource name as Kubernetes writes one: an optional DNS prefix and "/", then a name.
+_RESOURCE_NAME = re.compile(r"^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def parse_shape(text: str, options: EngineOptions | None = None) -> dict[str, int]:
     """``"8xnvidia.com/gpu"`` or ``"8xnvidia.com/gpu,96xcpu,1000Gixmemory"`` → per-pod request
-    in scheduler units. Raises ValueError for text that is not ``NxRESOURCE[,...]``."""
+    in scheduler units.
+
+    Raises:
+        ValueError: text that is not ``AMOUNTxRESOURCE[,...]`` (also an empty value, as argparse
+            hands ``--shape=--`` over), an amount that is not a quantity, a resource name that
+            is not one, or — with ``options`` — a shape that asks for no GPU resource (the
+            report is about GPUs: without one every free GPU would read as stranded) or for 0 GPUs.
+    """
+    example = "e.g. 8xnvidia.com/gpu or 4xnvidia.com/gpu,48xcpu"
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"--shape: expected AMOUNTxRESOURCE[,AMOUNTxRESOURCE…], {example}; got an empty value")
     out: dict[str, int] = {}
     for part in text.split(","):
         part = part.strip()
@@ -747,10 +765,22 @@ def parse_shape(text: str) -> dict[str, int]:
             continue
         amount, sep, resource = part.partition("x")
         if not sep or not resource or not amount:
-            raise ValueError(f"shape {text!r}: expected AMOUNTxRESOURCE, e.g. 8xnvidia.com/gpu")
-        out[resource] = parse_quantity(resource, amount)
+            raise ValueError(f"--shape {text!r}: expected AMOUNTxRESOURCE, {example}")
+        if not _RESOURCE_NAME.match(resource):
+            raise ValueError(f"--shape {text!r}: {resource!r} is not a resource name, {example}")
+        try:
+            out[resource] = parse_quantity(resource, amount)
+        except ValueError as exc:
+            raise ValueError(f"--shape {text!r}: {exc}") from None
     if not out:
-        raise ValueError(f"shape {text!r}: empty")
+        raise ValueError(f"--shape {text!r}: empty, {example}")
+    if options is not None:
+        gpus = [r for r in out if options.is_gpu(r)]
+        if not gpus:
+            raise ValueError(f"--shape {text!r}: asks for no GPU resource ({', '.join(options.gpu_resources)}); "
+                             f"fragmentation is measured in GPUs per pod, {example}")
+        if not any(out[r] > 0 for r in gpus):
+            raise ValueError(f"--shape {text!r}: asks for 0 {gpus[0]}; give at least 1, {example}")
     return out
 
 
@@ -969,6 +999,8 @@ def find_gang(target: str, namespace: str, snap: ClusterSnapshot, objects: Seque
 
 def add_commands(sub) -> None:
     """Register ``diagnose`` and ``fragmentation`` on an argparse subparsers object."""
+    from .cli_args import time_arg
+
     d = sub.add_parser("diagnose", help="why a gang is pending, step by step, and fixes ranked by displacement",
                        description="Isolate why a gang cannot start: quota → fit → per-node reasons → device plugin → partial "
                                    "gangs; then the verdict and the fixes ranked by what they cost other tenants.")
@@ -976,14 +1008,23 @@ def add_commands(sub) -> None:
     d.add_argument("-n", "--namespace", default=None, help="namespace of KIND/NAME (default: default)")
     d.add_argument("--cluster", required=True, metavar="PATH|demo|live", help="cluster dump, 'demo', or 'live' (kubeconfig)")
     d.add_argument("--policy", metavar="FILE", help="policy YAML (resource names, transient taints)")
-    d.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    d.add_argument("--now", type=float, default=None, help="reference time, epoch seconds (default: the demo's time for demo, else the clock)")
+    d.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format (default text)")
+    d.add_argument("--now", type=time_arg, default=None, metavar="TIME",
+                   help="reference time: RFC 3339 (2025-06-02T12:00:00Z) or epoch seconds (default: a dump's newest "
+                        "timestamp, said on stderr; the demo's own time; the clock for live)")
     d.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
-    f = sub.add_parser("fragmentation", help="free GPUs by node, stranded GPUs and a heatmap for one pod shape")
-    f.add_argument("--cluster", required=True, metavar="PATH|demo|live")
-    f.add_argument("--shape", default="8xnvidia.com/gpu", help="per-pod request, e.g. 8xnvidia.com/gpu or 4xnvidia.com/gpu,48xcpu")
-    f.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    f.add_argument("--policy", metavar="FILE")
+    f = sub.add_parser("fragmentation", help="free GPUs by node, stranded GPUs and a heatmap for one pod shape",
+                       description="For one pod shape (--shape, e.g. 8xnvidia.com/gpu): the nodes by free GPUs, the "
+                                   "whole free nodes per GPU product, the free GPUs stranded on nodes that cannot take "
+                                   "one such pod, the largest gang of that shape placeable now, and a heatmap of GPUs "
+                                   "in use per node. Nodes count when they pass the scheduler's filters now for such "
+                                   "a pod (cordoned, NotReady, tainted nodes are marked).",
+                       epilog="Exit codes: 0 report written, 2 bad input (shape, policy, cluster).")
+    f.add_argument("--cluster", required=True, metavar="PATH|demo|live", help="cluster dump, 'demo', or 'live' (kubeconfig)")
+    f.add_argument("--shape", default="8xnvidia.com/gpu",
+                   help="per-pod request, AMOUNTxRESOURCE[,…] with a GPU resource: 8xnvidia.com/gpu (default) or 4xnvidia.com/gpu,48xcpu")
+    f.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format (default text)")
+    f.add_argument("--policy", metavar="FILE", help="policy YAML (gpuResources, transientTaints)")
     f.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
 
 
@@ -992,8 +1033,9 @@ def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnaps
     lookups; None otherwise)."""
     if spec == "live":
         from .cache import LiveCache
+        from .cli_args import live_api_client
 
-        cache = LiveCache().start()
+        cache = LiveCache(live_api_client()).start()  # LiveConfigError names a bad kubeconfig
         t0 = time.monotonic()
         try:
             while not cache.wait_ready(1.0):
@@ -1005,6 +1047,7 @@ def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnaps
             return cache.snapshot(), None
         finally:
             cache.stop()
+            cache.api_client.close()
     if spec == "demo":
         from .demo import demo_objects, demo_snapshot
 
@@ -1040,6 +1083,7 @@ def cmd_diagnose(args) -> int:
 
     from .adapters import adapt
     from .adapters.errors import AdapterError
+    from .cli_args import LiveConfigError, reference_time
     from .dump import DumpError, load_documents
 
     try:
@@ -1055,20 +1099,20 @@ def cmd_diagnose(args) -> int:
             gang, how = gangs[0], f"manifest {args.target}"
         else:
             gang, how = find_gang(args.target, args.namespace or "default", snap, objects)
-    except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError) as exc:
+    except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # kubeconfig missing for live, policy errors
         print(f"gangcheck: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     now = args.now
-    if now is None:
-        if args.cluster == "demo":
-            from .demo import DEMO_NOW
+    if now is None and args.cluster == "demo":
+        from .demo import DEMO_NOW
 
-            now = DEMO_NOW
-        else:
-            now = time.time()
+        now = DEMO_NOW
+    now, time_note = reference_time(snap, args.cluster, now, time.time())
+    if time_note:  # a dump read days later must not count those days as GPU-hours lost
+        print(f"gangcheck: {time_note}", file=sys.stderr)
     report = diagnose(snap, gang, now, options)
     report["gang"]["found"] = how
     if args.output == "json":
@@ -1082,14 +1126,15 @@ def cmd_diagnose(args) -> int:
 def cmd_fragmentation(args) -> int:
     """``gangcheck fragmentation``: exit 0, or 2 for bad input."""
     from .adapters.errors import AdapterError
+    from .cli_args import LiveConfigError
     from .dump import DumpError
 
     try:
-        shape = parse_shape(args.shape)
         options = _options(getattr(args, "policy", None))
+        shape = parse_shape(args.shape, options)
         snap, _ = _load(args.cluster, args.timeout)
         _require_nodes(snap, args.cluster)
-    except (DumpError, AdapterError, ValueError, TimeoutError, OSError) as exc:
+    except (DumpError, AdapterError, ValueError, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:

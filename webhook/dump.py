@@ -84,11 +84,17 @@ class DumpError(ValueError):
 # ---------------------------------------------------------------- parsing
 
 
+#: What a RecursionError while decoding says (a document nested deeper than the decoders go).
+_TOO_DEEP = "nested too deeply to read (arrays or mappings inside each other beyond the parser's limit)"
+
+
 def _parse_yaml(text: str, path: str) -> list[Any]:
     docs: list[Any] = []
     try:
         for doc in yaml.load_all(text, Loader=_Loader):
             docs.append(doc)
+    except RecursionError:  # the pure-Python loader (no libyaml) recurses per nesting level
+        raise DumpError(path, f"could not parse YAML: {_TOO_DEEP}", document=len(docs) + 1) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -99,13 +105,28 @@ def _parse_yaml(text: str, path: str) -> list[Any]:
     return docs
 
 
+class _NotJSON(ValueError):
+    """A NaN / Infinity / -Infinity literal: Python's json accepts them, JSON does not."""
+
+
+def _no_constants(name: str) -> Any:
+    raise _NotJSON(name)
+
+
+#: The general JSON reader: strict JSON (NaN and Infinity literals are errors, as for msgspec and
+#: the API server; they would become float quantities no Kubernetes object can hold).
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def _parse_json(text: str, path: str) -> list[Any]:
     """One JSON value, or several concatenated (whitespace-separated) ones."""
     try:  # one value: msgspec is ~2× faster than json and gives the same values
         return [GENERIC.decode(text)]
     except msgspec.MsgspecError:
         pass  # several values, a syntax error, NaN, a number out of range: the json module decides
-    decoder = json.JSONDecoder()
+    except RecursionError:  # msgspec and json both stop at ~1,000 levels
+        raise DumpError(path, f"could not parse JSON: {_TOO_DEEP}", document=1) from None
+    decoder = _STRICT_JSON
     docs: list[Any] = []
     i, n = 0, len(text)
     while True:
@@ -117,6 +138,11 @@ def _parse_json(text: str, path: str) -> list[Any]:
             doc, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
             raise DumpError(path, f"could not parse JSON: {exc.msg} (column {exc.colno})", document=len(docs) + 1, line=exc.lineno) from None
+        except _NotJSON as exc:
+            raise DumpError(path, f"could not parse JSON: {exc} is not a JSON value (RFC 8259 has no NaN or Infinity)",
+                            document=len(docs) + 1) from None
+        except RecursionError:
+            raise DumpError(path, f"could not parse JSON: {_TOO_DEEP}", document=len(docs) + 1) from None
         docs.append(doc)
 
 
@@ -421,7 +447,7 @@ def _read_json_fast(path: Path, keep: bool) -> tuple[list, list | None, bool]:
             raise _General from None
     try:
         top = _TOP.decode(data)
-    except msgspec.MsgspecError:  # not one JSON object, or items not a list
+    except (msgspec.MsgspecError, RecursionError):  # not one JSON object, or items not a list
         raise _General from None
     api, kind = top.get("apiVersion"), top.get("kind")
     if type(api) is not str or not api or type(kind) is not str or not kind:
@@ -452,7 +478,7 @@ def _read_json_fast(path: Path, keep: bool) -> tuple[list, list | None, bool]:
         else:
             _read_items(items, 0, len(items), item_kind, api, objects, lookup)
         return objects, lookup, True
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # the general reader names the file and document
         raise _General from None
 
 

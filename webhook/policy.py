@@ -87,13 +87,19 @@ def load_policy(path: str | Path | None) -> Policy:
     """Read a policy file; ``None`` → the default policy.
 
     Raises:
-        PolicyError: missing/unreadable file or invalid content.
+        PolicyError: missing/unreadable file, not UTF-8, nested too deeply, or invalid content
+            (the message starts with the file's path).
     """
     if path is None:
         return Policy()
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyError(f"{p}: cannot read policy file: {exc.strerror}") from None
-    return parse_policy(text, str(p))
+        raise PolicyError(f"{p}: cannot read policy file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{p}: not a policy: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return parse_policy(text, str(p))
+    except RecursionError:  # PyYAML's pure-Python loader recurses once per nesting level
+        raise PolicyError(f"{p}: not valid YAML: nested too deeply to read") from None

@@ -30,7 +30,7 @@ def seed(cluster, gangcheck):
                 cluster_queue("seed-team-llm", "seed-h100", 32), local_queue(NS, "llm-queue", "seed-team-llm")])
     # the cache has seen the whole seed (nodes, their status, the bound pods) once the waiting
     # gang's dry run finds exactly the 3 free nodes
-    wait_for(lambda: dry_run(kube, WAITING).annotations.get(PREFIX + "nodes-fit-now") == "3/4", 30,
+    wait_for(lambda: dry_run(kube, WAITING).annotations.get(PREFIX + "nodes-fit-now") == "3 nodes can take a pod now; 4 pods needed", 30,
              "gangcheck to see the seed cluster", 0.2)
     yield kube
     delete_pool(kube, POOL, BUSY)
@@ -67,7 +67,7 @@ def test_waiting_gang_is_created_with_warnings_and_annotations(seed):
     ann = stored["metadata"].get("annotations") or {}
     assert ann.get(PREFIX + "verdict") == "Waits", ann
     assert ann.get(PREFIX + "reasons") and ann[PREFIX + "reasons"] != "none", ann
-    assert ann.get(PREFIX + "nodes-fit-now") == "3/4", ann
+    assert ann.get(PREFIX + "nodes-fit-now") == "3 nodes can take a pod now; 4 pods needed", ann
     for k in ("fragmentation", "expected-wait", "checked-at"):
         assert PREFIX + k in ann, ann
     seed.delete("job", "waits", "-n", NS)
@@ -86,7 +86,7 @@ def test_dry_run_server_gives_the_same_verdict_and_stores_nothing(seed):
     w = dry_run(seed, renamed(WAITING, "waits-dry"))
     assert w.code == 0 and w.verdict == "Waits", w
     assert w.warnings, w
-    assert w.annotations[PREFIX + "nodes-fit-now"] == "3/4"
+    assert w.annotations[PREFIX + "nodes-fit-now"] == "3 nodes can take a pod now; 4 pods needed"
     r = seed.apply(renamed(WAITING, "waits-dry2"), "--dry-run=server")
     assert "Warning: " in r.stderr
     for name in ("too-big-dry", "too-big-dry2", "too-big-real", "waits-dry", "waits-dry2"):

@@ -57,7 +57,7 @@ def until(kube, pred, what: str):
 def test_cordon_and_uncordon(pool):
     pool.run("cordon", NODES[0])
     v, _ = until(pool, lambda v: v.verdict == "Waits" and "NodesCordoned" in v.reasons, "cordon")
-    assert v.annotations["gangcheck.io/nodes-fit-now"] == "3/4"
+    assert v.annotations["gangcheck.io/nodes-fit-now"] == "3 nodes can take a pod now; 4 pods needed"
     pool.run("uncordon", NODES[0])
     until(pool, lambda v: v.verdict == "Fits", "uncordon")
 
@@ -69,7 +69,7 @@ def test_bind_and_delete_pods(pool):
                "target": {"apiVersion": "v1", "kind": "Node", "name": NODES[1]}}
     pool.run("create", "--raw", f"/api/v1/namespaces/{NS}/pods/holder/binding", "-f", "-", stdin=json.dumps(binding))
     v, _ = until(pool, lambda v: v.verdict == "Waits", "a pod bound to a node")
-    assert v.annotations["gangcheck.io/nodes-fit-now"] == "3/4"
+    assert v.annotations["gangcheck.io/nodes-fit-now"] == "3 nodes can take a pod now; 4 pods needed"
     pool.run("delete", "pod", "holder", "-n", NS, "--grace-period=0", "--force")
     until(pool, lambda v: v.verdict == "Fits", "the bound pod deleted")
 

@@ -70,11 +70,23 @@ def _namespace(obj: Mapping) -> str:
     return ns if isinstance(ns, str) and ns else "default"
 
 
+#: Cluster-scoped kinds gangcheck reads or is handed (they have no namespace to show).
+CLUSTER_SCOPED_KINDS = frozenset({
+    "Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue", "Cohort", "Queue",
+    "CustomResourceDefinition", "StorageClass", "PersistentVolume", "ClusterRole", "ClusterRoleBinding",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "RuntimeClass", "DeviceClass",
+})
+
+
 def describe(obj: Any) -> str:
-    """``"Kind namespace/name"`` for error messages (``"PyTorchJob llm/train"``)."""
+    """``"Kind namespace/name"`` for error messages (``"PyTorchJob llm/train"``); a cluster-scoped
+    object without a namespace is ``"Kind name"`` (``"Node p1-a"``, never ``"Node default/p1-a"``)."""
     if not isinstance(obj, Mapping):
         return "<not an object>"
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "<no kind>"
+    meta = obj.get("metadata")
+    if kind in CLUSTER_SCOPED_KINDS and not (isinstance(meta, Mapping) and meta.get("namespace")):
+        return f"{kind} {_name(obj)}"
     return f"{kind} {_namespace(obj)}/{_name(obj)}"
 
 

@@ -27,6 +27,7 @@ from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
+from .text import kind_label, plural
 from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
 
 __all__ = ["EngineOptions", "evaluate", "expected_wait", "DEFAULT_GPU_RESOURCES"]
@@ -700,7 +701,7 @@ def _short(text: str, limit: int = 120) -> str:
 
 
 def _message(gang: GangRequest, verdict: str, findings: list[Finding], nodes: dict, frag: dict | None) -> str:
-    who = f"{gang.kind} {gang.namespace}/{gang.name} ({gang.pods} pods)"
+    who = f"{kind_label(gang.kind, gang.api_version)} {gang.namespace}/{gang.name} ({plural(gang.pods, 'pod')})"
     if verdict == NEVER_FITS:
         f = next(f for f in findings if f.severity == NEVER_FITS)
         also = "".join(f" {g.message}." for g in findings if g.code in _EXPLAINS_DENIAL)
@@ -768,11 +769,11 @@ def _hint(gang: GangRequest, f: Finding) -> str:
             n = max(0, (int(d["maximum"]) - fixed) // per)
             if n == 0:
                 return f" One pod alone asks for more {r} than the queue's maximum: make each pod smaller, or ask for a larger quota."
-            return f" Ask for at most {n} pods of {format_quantity(r, per)} {r}, or for a larger quota."
+            return f" Ask for at most {plural(n, 'pod')} of {format_quantity(r, per)} {r}, or for a larger quota."
         return " Ask for a larger quota."
     if f.code == "ExceedsClusterCapacity" and "pods_possible" in d:
         if d["pods_possible"]:
-            return f" Ask for at most {d['pods_possible']} pods in {d['pod_set']}, or widen its node selector/tolerations."
+            return f" Ask for at most {plural(d['pods_possible'], 'pod')} in {d['pod_set']}, or widen its node selector/tolerations."
         return " Change its node selector, affinity or tolerations to match existing nodes."
     if f.code == "PodExceedsNodeCapacity":
         return " Make each pod smaller than the largest node, or add larger nodes."
