@@ -18,7 +18,7 @@ submitter).
 A Ray cluster is elastic (workers join the head as they start; the autoscaler adds and removes
 them), so by default its pods are scheduled one by one and it is not all-or-nothing. It is a
 gang when KubeRay hands it to a batch scheduler (label ``ray.io/scheduler-name``: volcano,
-kai-scheduler, scheduler-plugins; yunikorn with ``ray.io/gang-scheduling-enabled: "true"``;
+kai-scheduler, scheduler-plugins-scheduler; yunikorn with ``ray.io/gang-scheduling-enabled: "true"``;
 ray-operator/controllers/ray/batchscheduler) *and* the group's size is the count checked here
 (no in-tree autoscaling, or every worker group at its minReplicas: with autoscaling the batch
 schedulers' PodGroup asks for the minimum replicas only), or when Kueue places it with
@@ -108,7 +108,10 @@ def cluster_pod_sets(cluster: Mapping, base: str) -> tuple[list[PodSet], list[Ma
 
 RAY_SCHEDULER_NAME = "ray.io/scheduler-name"
 RAY_GANG_ENABLED = "ray.io/gang-scheduling-enabled"
-_RAY_GANG_SCHEDULERS = ("volcano", "kai-scheduler", "scheduler-plugins")
+#: KubeRay batch-scheduler plugin names (ray-operator/controllers/ray/batchscheduler): volcano and
+#: scheduler-plugins size their PodGroup as desired replicas + 1 head without in-tree
+#: autoscaling, min replicas + 1 with it (DoBatchSchedulingOnSubmission).
+_RAY_GANG_SCHEDULERS = ("volcano", "kai-scheduler", "scheduler-plugins", "scheduler-plugins-scheduler")
 
 
 def _at_minimum(cluster: Mapping, base: str) -> bool:
