@@ -200,13 +200,17 @@ PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthC
 
 @PROPS
 @given(
-    st.lists(st.tuples(st.sampled_from([0, 4, 8]), st.sampled_from([None, "dedicated=x:NoSchedule", "ToBeDeletedByClusterAutoscaler:NoSchedule"]),
+    st.lists(st.tuples(st.sampled_from([0, 4, 8]), st.sampled_from([None, "dedicated=x:NoSchedule", "ToBeDeletedByClusterAutoscaler:NoSchedule",
+                                        "karpenter.sh/disrupted:NoExecute", f"{GPU}=present:NoSchedule", f"{GPU}=present:NoExecute"]),
                        st.booleans()), min_size=0, max_size=6),
     st.integers(1, 40), st.sampled_from([1, 2, 4, 8, 16]), st.booleans(),
 )
 def test_non_gang_neverfits_iff_no_node_could_ever_host_one_pod(spec, count, per_pod, tolerate):
     """Brute force: a pod scheduled on its own can run iff some node, repaired and empty,
-    accepts it (taints, allocatable). The engine's NeverFits must say exactly that."""
+    accepts it (taints, allocatable). The engine's NeverFits must say exactly that. Taints:
+    dedicated is permanent unless tolerated; cluster-autoscaler's and Karpenter's repair
+    themselves; nvidia.com/gpu NoSchedule is tolerated by admission (every pod here asks for a
+    GPU), NoExecute is not."""
     nodes = [node(f"n{i}", gpu=g, taints=[t] if t else None, unschedulable=cordon) for i, (g, t, cordon) in enumerate(spec)]
     tols = [toleration("dedicated")] if tolerate else []
     ps = pod_set("main", count, gpu=per_pod, cpu=1, tolerations=tols)
@@ -216,7 +220,9 @@ def test_non_gang_neverfits_iff_no_node_could_ever_host_one_pod(spec, count, per
     def could_host(n) -> bool:
         for t in n.taints:
             if t.effect in ("NoSchedule", "NoExecute") and t.key == "dedicated" and not tolerate:
-                return False  # the only permanent taint here
+                return False
+            if t.key == GPU and t.effect == "NoExecute":
+                return False
         return n.allocatable.get(GPU, 0) >= per_pod
     if not nodes:
         assert d.verdict == "Waits"  # NoNodes: nothing checked
