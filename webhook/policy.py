@@ -28,7 +28,21 @@ class Policy(BaseModel):
     - ``mode``: ``enforce`` (deny NeverFits), ``warn`` (admit NeverFits with a warning),
       ``audit`` (admit everything; annotations and metrics only). Default enforce.
     - ``gpuResources``: accelerator resource names or shell patterns (``nvidia.com/mig-*``).
-    - ``transientTaints``: taint keys treated as repairable, like cordon: never grounds for a denial.
+    - ``transientTaints``: taint keys or shell patterns (``example.com/*``) treated as repairable,
+      like cordon: never grounds for a denial. They *extend* the shipped list
+      (``engine.model.DEFAULT_TRANSIENT_TAINTS``: ``node.kubernetes.io/*``,
+      ``node.cloudprovider.kubernetes.io/*``, cluster-autoscaler's, Karpenter's, …), which
+      always applies: a taint the system clears by itself can never become permanent by policy.
+    - ``extendedResourceToleration``: the API server runs the ExtendedResourceToleration
+      admission plugin (GKE, AKS do): each pod tolerates NoSchedule taints keyed by an extended
+      resource it requests (``nvidia.com/gpu=present:NoSchedule``). Default true.
+    - ``podTolerationRestriction``: the API server runs PodTolerationRestriction, so namespaces
+      may add default tolerations gangcheck does not read: no taint is grounds for a denial.
+      Default false.
+    - ``plainJobsAsGangs``: treat workloads whose pods are scheduled one by one (a batch Job
+      without Kueue TopologyAwareScheduling or a gang policy, a RayCluster without a batch
+      scheduler) as all-or-nothing gangs — for clusters where they are (Kueue with
+      waitForPodsReady). Default false: only what no single pod can ever do is denied.
     - ``exemptNamespaces``: namespaces never checked (admitted unchanged).
     - ``annotationPrefix``: prefix of the annotations /mutate adds. Default ``gangcheck.io/``.
     - ``staleAfterSeconds``: cache age past which the webhook fails open. Default 120 s.
@@ -41,11 +55,22 @@ class Policy(BaseModel):
     mode: Literal["enforce", "warn", "audit"] = "enforce"
     gpu_resources: list[str] = Field(default_factory=lambda: list(DEFAULT_GPU_RESOURCES), alias="gpuResources")
     transient_taints: list[str] = Field(default_factory=list, alias="transientTaints")
+    extended_resource_toleration: bool = Field(default=True, alias="extendedResourceToleration")
+    pod_toleration_restriction: bool = Field(default=False, alias="podTolerationRestriction")
+    plain_jobs_as_gangs: bool = Field(default=False, alias="plainJobsAsGangs")
     exempt_namespaces: list[str] = Field(default_factory=lambda: ["kube-system", "gangcheck-system"], alias="exemptNamespaces")
     annotation_prefix: str = Field(default="gangcheck.io/", alias="annotationPrefix")
     stale_after_seconds: float = Field(default=120.0, gt=0, alias="staleAfterSeconds")
     warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, alias="warnFragmentationRatio")
     warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, alias="warnExpectedWaitSeconds")
+
+    @field_validator("transient_taints")
+    @classmethod
+    def _taint_keys(cls, v: list[str]) -> list[str]:
+        for key in v:
+            if not key.strip() or key != key.strip():
+                raise ValueError(f"expected taint keys or shell patterns such as 'example.com/*', got {key!r}")
+        return v
 
     @field_validator("annotation_prefix")
     @classmethod
@@ -56,7 +81,13 @@ class Policy(BaseModel):
 
     def engine_options(self) -> EngineOptions:
         """The engine's view of this policy."""
-        return EngineOptions(gpu_resources=tuple(self.gpu_resources), transient_taints=frozenset(self.transient_taints))
+        return EngineOptions(
+            gpu_resources=tuple(self.gpu_resources),
+            transient_taints=frozenset(self.transient_taints),
+            extended_resource_toleration=self.extended_resource_toleration,
+            namespace_default_tolerations=self.pod_toleration_restriction,
+            plain_jobs_as_gangs=self.plain_jobs_as_gangs,
+        )
 
 
 def parse_policy(text: str, source: str = "policy") -> Policy:

@@ -289,6 +289,9 @@ class ControlPlane:
             f"--client-ca-file={p['ca.crt']}", f"--cert-dir={self.dir / 'apiserver-certs'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount",
+            # as on GKE and AKS: a pod requesting nvidia.com/gpu tolerates nvidia.com/gpu:NoSchedule
+            # taints (plugin/pkg/admission/extendedresourcetoleration); gangcheck models it
+            "--enable-admission-plugins=ExtendedResourceToleration",
             f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
             f"--service-account-key-file={p['sa.pub']}", f"--service-account-signing-key-file={p['sa.key']}",
             "--v=1",

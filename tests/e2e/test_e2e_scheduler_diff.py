@@ -3,7 +3,10 @@
 
 For each of ``GANGCHECK_E2E_DIFF_CLUSTERS`` (default 24) seeded random small clusters — taints
 and tolerations, node selectors, cordons, NotReady nodes, resource shortfalls from bound pods,
-host ports, several GPU products — a pod of the gang's shape that cannot be scheduled is created;
+host ports, several GPU products, GKE-style ``nvidia.com/gpu=present:NoSchedule`` GPU node taints
+that the API server's ExtendedResourceToleration admission plugin (enabled in the e2e tier)
+lets every GPU pod tolerate, and ``nvidia.com/gpu`` NoExecute taints it does not —
+a pod of the gang's shape that cannot be scheduled is created;
 kube-scheduler's message (the pod's PodScheduled condition) is compared with
 ``evaluate()``'s ``nodes["summary"]`` on a snapshot built from the same API objects
 (``build_snapshot`` of ``kubectl get nodes,pods -A -o json``). What PostFilter plugins append
@@ -49,8 +52,8 @@ def random_cluster(rng: random.Random, idx: int):
         r = rng.random()
         if r < 0.2:
             taints.append({"key": "dedicated", "value": rng.choice(["infra", "batch"]), "effect": "NoSchedule"})
-        elif r < 0.3 and gpus:
-            taints.append({"key": GPU, "value": "present", "effect": "NoSchedule"})
+        elif r < 0.45 and gpus:  # GKE's GPU node taint: ExtendedResourceToleration lifts NoSchedule only
+            taints.append({"key": GPU, "value": "present", "effect": "NoSchedule" if rng.random() < 0.8 else "NoExecute"})
         elif r < 0.35:
             taints.append({"key": "example.com/maintenance", "effect": "NoExecute"})
         elif r < 0.4:
@@ -77,7 +80,7 @@ def random_cluster(rng: random.Random, idx: int):
     if rng.random() < 0.15:
         sel["e2e.gangcheck.io/zone"] = rng.choice(["a", "b"])
     tol = []
-    if rng.random() < 0.4:
+    if rng.random() < 0.15:  # rarely written by hand: admission adds it (ExtendedResourceToleration)
         tol.append({"key": GPU, "operator": "Exists", "effect": "NoSchedule"})
     if rng.random() < 0.2:
         tol.append({"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"})

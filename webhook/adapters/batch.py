@@ -5,6 +5,15 @@ at once are ``spec.parallelism`` (default 1), capped by ``spec.completions`` whe
 never runs more pods than the completions still to do). With Kueue partial admission
 (annotation ``kueue.x-k8s.io/job-min-parallelism``) Kueue may admit the Job with as few as that
 many pods, so the gang minimum is the annotation and the full parallelism stays the replicas.
+
+A Job's pods are scheduled one by one (the Job controller creates them; kube-scheduler, Volcano
+and KAI place each on its own — Volcano and KAI give a plain Job a PodGroup of minMember 1): it
+is all-or-nothing only when Kueue places it with TopologyAwareScheduling (a queue label and a
+podset-*-topology annotation: Kueue admits it only with a placement for every pod) or when
+``spec.gangPolicy.policy`` is ``JobAsGang`` (KEP-5764: the Job controller makes a Workload
+whose gang minCount is the parallelism). A template that joins a group defined elsewhere
+(a PodGroup, a Workload pod group) gets that group's minimum, which the Job does not state:
+the Job itself is then checked pod by pod. Kueue's quota still covers the whole Job.
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..engine.model import Finding, GangRequest
-from .common import build_gang, count_field, mapping
+from dataclasses import replace
+
+from .common import build_gang, count_field, external_group, kueue_tas, mapping
 from .errors import AdapterError
 from .podspec import pod_set_from_template
 
@@ -78,4 +89,15 @@ def adapt_job(obj: Mapping) -> GangRequest:
             )
         )
     pod_set = pod_set_from_template("main", template, count, replicas, field="spec.template")
-    return build_gang(obj, [pod_set], findings=findings, templates=[template])
+    group = external_group([template])
+    if group:
+        findings.append(Finding("GangDefinedElsewhere", "Info",
+            f"its pods join {group}: that group's minimum decides how many start together; the Job is checked pod by pod",
+            {"group": group}))
+    gang = build_gang(obj, [pod_set], findings=findings, templates=[template])
+    policy = mapping(spec.get("gangPolicy"), "spec.gangPolicy").get("policy")
+    if policy == "JobAsGang":
+        return replace(gang, all_or_nothing=True, gang_basis="spec.gangPolicy JobAsGang (a Workload gang of parallelism pods)")
+    if kueue_tas(gang.queue_name, [template]):
+        return replace(gang, all_or_nothing=True, gang_basis="Kueue TopologyAwareScheduling places every pod at once")
+    return replace(gang, all_or_nothing=False, gang_basis="a Job's pods are scheduled one by one")

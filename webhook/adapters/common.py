@@ -37,6 +37,8 @@ __all__ = [
     "template_priority",
     "count_field",
     "pod_group_pod_set",
+    "kueue_tas",
+    "external_group",
 ]
 
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
@@ -164,6 +166,60 @@ def build_gang(
         labels=frozen_map(labels),
         annotations=frozen_map(annotations),
     )
+
+
+#: Kueue TopologyAwareScheduling pod-set annotations (kueue apis/kueue/v1beta1 topology
+#: constants): with one of them Kueue admits the pod set only once it has placed every pod.
+_TAS_ANNOTATIONS = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    "kueue.x-k8s.io/podset-unconstrained-topology",
+)
+
+
+def kueue_tas(queue: str | None, templates: Iterable[Any]) -> bool:
+    """True when Kueue (a ``queue`` label) will place the pods with TopologyAwareScheduling: a
+    pod template carries a podset-*-topology annotation. (A TAS ResourceFlavor without the
+    annotations is not detected here: the gang is then treated as not all-or-nothing, which
+    can only admit more.)"""
+    if not queue:
+        return False
+    for t in templates:
+        ann = get_path(t, "metadata.annotations")
+        if isinstance(ann, Mapping) and any(ann.get(k) not in (None, "") for k in _TAS_ANNOTATIONS):
+            return True
+    return False
+
+
+def external_group(templates: Iterable[Any]) -> str | None:
+    """The group a pod template joins that is defined by another object, in words, or None.
+
+    * scheduler-plugins coscheduling: label ``scheduling.x-k8s.io/pod-group`` (older
+      ``pod-group.scheduling.sigs.k8s.io``) names a PodGroup;
+    * Volcano: annotation ``scheduling.k8s.io/group-name`` names a PodGroup;
+    * the Workload API: ``spec.workloadRef`` (Kubernetes 1.35, ``name`` and ``podGroup``) or
+      ``spec.schedulingGroup`` (1.36, ``podGroupName``; KEP-4671) names a Workload pod group.
+
+    That object's minimum (minMember, gang minCount) decides how many pods start together,
+    not the workload's own count.
+    """
+    for t in templates:
+        labels = get_path(t, "metadata.labels")
+        labels = labels if isinstance(labels, Mapping) else {}
+        ann = get_path(t, "metadata.annotations")
+        ann = ann if isinstance(ann, Mapping) else {}
+        for key in ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io"):
+            if labels.get(key):
+                return f"scheduler-plugins PodGroup {labels[key]}"
+        if ann.get("scheduling.k8s.io/group-name"):
+            return f"Volcano PodGroup {ann['scheduling.k8s.io/group-name']}"
+        ref = get_path(t, "spec.workloadRef")
+        if isinstance(ref, Mapping) and ref.get("name"):
+            return f"Workload {ref.get('name')} pod group {ref.get('podGroup') or '?'}"
+        sg = get_path(t, "spec.schedulingGroup")
+        if isinstance(sg, Mapping) and sg:
+            return f"scheduling group {sg.get('podGroupName') or '?'}"
+    return None
 
 
 def pod_group_pod_set(spec: Mapping, field: str = "spec") -> PodSet:

@@ -11,11 +11,16 @@ The gang minimum follows the PodGroup minMember the operators create (FIELD-NOTE
 non-worker replicas (PyTorchJob only) > Σ replicas. When the minimum is below Σ replicas the
 counts are reduced on the Worker role only (never below 0) while ``replicas`` keeps the full
 size: the operator creates every pod, the gang scheduler starts the job with the minimum.
+
+All-or-nothing by its nature, with or without a gang scheduler: the operator wires every replica
+into one job (PyTorch's WORLD_SIZE and MASTER_ADDR, MPI's hostfile of every worker), so no
+replica makes progress until the minimum runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..engine.model import Finding, GangRequest, PodSet
 from .common import build_gang, count_field, mapping, split_api_version
@@ -112,7 +117,8 @@ def _adapt(obj: Mapping) -> GangRequest:
     sched = mapping(mapping(spec.get("runPolicy"), "spec.runPolicy").get("schedulingPolicy"), "spec.runPolicy.schedulingPolicy")
     queue = sched.get("queue") if isinstance(sched.get("queue"), str) and sched.get("queue") else None
     prio = sched.get("priorityClass") if isinstance(sched.get("priorityClass"), str) else None
-    return build_gang(obj, pod_sets, findings=findings, templates=templates.values(), volcano_queue=queue, priority_class=prio)
+    gang = build_gang(obj, pod_sets, findings=findings, templates=templates.values(), volcano_queue=queue, priority_class=prio)
+    return replace(gang, gang_basis="its replicas form one distributed job")
 
 
 def adapt_pytorchjob(obj: Mapping) -> GangRequest:

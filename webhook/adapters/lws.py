@@ -4,6 +4,11 @@ Mirrors the LWS controller and its CRD defaults: ``spec.replicas`` groups (defau
 ``spec.leaderWorkerTemplate.size`` pods (default 1: a leader and size − 1 workers). The leader
 pod uses ``leaderTemplate`` when given, otherwise ``workerTemplate`` (as the controller does).
 Kueue's LWS integration likewise makes a "leader" and a "worker" pod set per group.
+
+Each group is all-or-nothing by its nature, with or without a gang scheduler: the controller
+gives every pod of a group its size (LWS_GROUP_SIZE), the group is Ready only with all its pods,
+and the default restartPolicy RecreateGroupOnPodRestart recreates the whole group when one pod
+fails — a group missing a pod never serves. Groups are independent (``GangRequest.groups``).
 """
 
 from __future__ import annotations
@@ -62,4 +67,5 @@ def adapt_lws(obj: Mapping) -> GangRequest:
         f"together; groups are placed independently",
         {"groups": replicas, "size": size},
     )
-    return replace(build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t]), groups=replicas)
+    return replace(build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t]), groups=replicas,
+                   gang_basis="a LeaderWorkerSet group runs only with all its pods")

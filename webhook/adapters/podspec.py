@@ -272,6 +272,7 @@ def pod_spec_constraints(spec: Mapping, labels: Mapping[str, str] | None = None,
         "node_name": str(spec.get("nodeName") or ""),
         "host_ports": tuple(ports),
         "max_per_node": max_per_node,
+        "runtime_class": spec.get("runtimeClassName") if isinstance(spec.get("runtimeClassName"), str) else "",
     }
 
 

@@ -14,6 +14,15 @@ Mirrors KubeRay (``ray-operator/controllers/ray/utils``) and its CRD defaults:
 
 Kueue's RayCluster/RayJob integration makes the same pod sets (head, one per worker group,
 submitter).
+
+A Ray cluster is elastic (workers join the head as they start; the autoscaler adds and removes
+them), so by default its pods are scheduled one by one and it is not all-or-nothing. It is a
+gang when KubeRay hands it to a batch scheduler (label ``ray.io/scheduler-name``: volcano,
+kai-scheduler, scheduler-plugins-scheduler; yunikorn with ``ray.io/gang-scheduling-enabled: "true"``;
+ray-operator/controllers/ray/batchscheduler) *and* the group's size is the count checked here
+(no in-tree autoscaling, or every worker group at its minReplicas: with autoscaling the batch
+schedulers' PodGroup asks for the minimum replicas only), or when Kueue places it with
+TopologyAwareScheduling.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
+from dataclasses import replace
+
 from ..engine.model import GangRequest, PodSet
-from .common import build_gang, count_field, list_of, mapping
+from .common import build_gang, count_field, kueue_tas, list_of, mapping
 from .errors import AdapterError
 from .podspec import container_requests, pod_set_from_template
 
@@ -95,6 +106,37 @@ def cluster_pod_sets(cluster: Mapping, base: str) -> tuple[list[PodSet], list[Ma
     return pod_sets, templates
 
 
+RAY_SCHEDULER_NAME = "ray.io/scheduler-name"
+RAY_GANG_ENABLED = "ray.io/gang-scheduling-enabled"
+#: KubeRay batch-scheduler plugin names (ray-operator/controllers/ray/batchscheduler): volcano and
+#: scheduler-plugins size their PodGroup as desired replicas + 1 head without in-tree
+#: autoscaling, min replicas + 1 with it (DoBatchSchedulingOnSubmission).
+_RAY_GANG_SCHEDULERS = ("volcano", "kai-scheduler", "scheduler-plugins", "scheduler-plugins-scheduler")
+
+
+def _at_minimum(cluster: Mapping, base: str) -> bool:
+    """Every worker group's desired replicas equal its minReplicas (so a PodGroup sized by the
+    minimum and one sized by the desired replicas agree)."""
+    for i, g in enumerate(list_of(cluster.get("workerGroupSpecs"), f"{base}.workerGroupSpecs")):
+        gb = f"{base}.workerGroupSpecs[{i}]"
+        g = mapping(g, gb)
+        lo = count_field(g.get("minReplicas"), f"{gb}.minReplicas", default=0)
+        if g.get("suspend") is True or count_field(g.get("replicas"), f"{gb}.replicas", default=lo) != lo:
+            return False
+    return True
+
+
+def _ray_gang(gang: GangRequest, cluster: Mapping, base: str, templates: list[Mapping]) -> GangRequest:
+    """Set ``all_or_nothing`` on a Ray gang (module doc)."""
+    if kueue_tas(gang.queue_name, templates):
+        return replace(gang, all_or_nothing=True, gang_basis="Kueue TopologyAwareScheduling places every pod at once")
+    sched = gang.labels.get(RAY_SCHEDULER_NAME, "")
+    gang_sched = sched in _RAY_GANG_SCHEDULERS or (sched == "yunikorn" and gang.labels.get(RAY_GANG_ENABLED) == "true")
+    if gang_sched and (cluster.get("enableInTreeAutoscaling") is not True or _at_minimum(cluster, base)):
+        return replace(gang, all_or_nothing=True, gang_basis=f"KubeRay hands it to {sched} as one PodGroup")
+    return replace(gang, all_or_nothing=False, gang_basis="a Ray cluster's pods are scheduled one by one (no batch scheduler)")
+
+
 def adapt_raycluster(obj: Mapping) -> GangRequest:
     """A RayCluster: head 1 + Σ worker groups desired replicas × numOfHosts.
 
@@ -105,7 +147,7 @@ def adapt_raycluster(obj: Mapping) -> GangRequest:
     """
     spec = mapping(obj.get("spec"), "spec", required=True)
     pod_sets, templates = cluster_pod_sets(spec, "spec")
-    return build_gang(obj, pod_sets, templates=templates)
+    return _ray_gang(build_gang(obj, pod_sets, templates=templates), spec, "spec", templates)
 
 
 def adapt_rayjob(obj: Mapping) -> GangRequest | None:
@@ -138,4 +180,4 @@ def adapt_rayjob(obj: Mapping) -> GangRequest | None:
             field = "spec.submitterPodTemplate(default)"
         pod_sets.append(pod_set_from_template("submitter", template, 1, field=field))
         templates.append(template)
-    return build_gang(obj, pod_sets, templates=templates)
+    return _ray_gang(build_gang(obj, pod_sets, templates=templates), cluster, "spec.rayClusterSpec", templates)

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from .decision import FITS, NEVER_FITS, WAITS, Decision
-from .filters import R_PORTS, Constraints, FilterResult, filter_nodes
+from .filters import DEFAULT_TRANSIENT, R_PORTS, Constraints, FilterResult, filter_nodes, taint_matches
 from .fit import Demand, Shape, pods_per_node, place, resource_reasons, shape_of
-from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
+from .model import REPAIRABLE_TAINTS, Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
@@ -40,7 +40,7 @@ _ORDER = [
     "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
-    "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
+    "ParallelismExceedsCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
     "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes", "PlacementUnproven",
 ]
 
@@ -50,11 +50,23 @@ class EngineOptions:
     """Policy knobs the engine needs (the pydantic Policy converts to this).
 
     ``gpu_resources``: names or fnmatch patterns of accelerator resources (for fragmentation
-    and messages). ``transient_taints``: taint keys treated as repairable (never NeverFits).
+    and messages). ``transient_taints``: taint keys or shell patterns treated as repairable
+    (never NeverFits), in addition to ``filters.DEFAULT_TRANSIENT`` which always applies.
+    ``extended_resource_toleration``: the API server runs the ExtendedResourceToleration
+    admission plugin (GKE, AKS): a pod gets a NoSchedule toleration per extended resource it
+    requests. ``namespace_default_tolerations``: it runs PodTolerationRestriction, so a
+    namespace may add tolerations gangcheck cannot see: no taint proves NeverFits.
+    ``plain_jobs_as_gangs``: treat workloads whose pods are scheduled one by one
+    (``GangRequest.all_or_nothing`` False: a plain batch Job, a RayCluster without a batch
+    scheduler) as gangs anyway, for clusters where they are (Kueue waitForPodsReady, an
+    operator-wide gang scheduler).
     """
 
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
     transient_taints: frozenset[str] = field(default_factory=frozenset)
+    extended_resource_toleration: bool = True
+    namespace_default_tolerations: bool = False
+    plain_jobs_as_gangs: bool = False
 
     def is_gpu(self, resource: str) -> bool:
         """True when ``resource`` names an accelerator (matches a ``gpu_resources`` entry)."""
@@ -119,10 +131,18 @@ def _primary(pod_sets: list[PodSet], options: EngineOptions) -> PodSet:
     return max(pod_sets, key=key)
 
 
-def _constraints(ps: PodSet, flavors: list[ResourceFlavor] | None) -> list[Constraints]:
+def _constraints(ps: PodSet, flavors: list[ResourceFlavor] | None, options: EngineOptions) -> list[Constraints]:
+    ert, ns = options.extended_resource_toleration, options.namespace_default_tolerations
     if not flavors:
-        return [Constraints(ps)]
-    return [Constraints(ps, f.node_labels, f.tolerations) for f in flavors]
+        return [Constraints(ps, extended_resource_toleration=ert, namespace_default_tolerations=ns)]
+    return [Constraints(ps, f.node_labels, f.tolerations, ert, ns) for f in flavors]
+
+
+def all_or_nothing(gang: GangRequest, options: EngineOptions) -> bool:
+    """Whether the gang's pods start all at once or not at all (``GangRequest.all_or_nothing``,
+    or the policy's ``plainJobsAsGangs``); else they are scheduled one by one and only what no
+    single pod can ever do proves NeverFits."""
+    return gang.all_or_nothing or options.plain_jobs_as_gangs
 
 
 def _used_ports(snap: ClusterSnapshot, ps: PodSet) -> np.ndarray:
@@ -142,6 +162,7 @@ def _shape_key(ps: PodSet, flavors, now_flavor, options: EngineOptions) -> tuple
         tuple(sorted(ps.requests.items())), tuple(sorted(ps.node_selector.items())), ps.required_affinity,
         ps.tolerations, ps.node_name, ps.host_ports, ps.max_per_node,
         tuple(f.name for f in flavors) if flavors else None, now_flavor, options.transient_taints,
+        ps.runtime_class, options.extended_resource_toleration, options.namespace_default_tolerations,
     )
 
 
@@ -159,7 +180,7 @@ def _evaluate_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, op
 
 
 def _compute_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, options) -> _PodSetEval:
-    cons = _constraints(ps, flavors)
+    cons = _constraints(ps, flavors, options)
     ever_mask = np.zeros(len(snap.nodes), dtype=bool)
     for c in cons:
         ever_mask |= filter_nodes(snap, c, ever=True, transient=options.transient_taints).mask
@@ -284,7 +305,14 @@ def _fragmentation_base(snap: ClusterSnapshot, ev: _PodSetEval, g: str) -> dict[
 
 
 def _capacity_proofs(snap, gang, evals, options, findings) -> None:
-    """Add NeverFits findings that capacity bounds prove (per pod set, then gang totals)."""
+    """Add NeverFits findings that capacity bounds prove (per pod set, then gang totals).
+
+    Count bounds (more pods than the eligible nodes hold, one topology domain, the gang's
+    totals) prove NeverFits only for an all-or-nothing gang (:func:`all_or_nothing`); for pods
+    scheduled one by one they are a ParallelismExceedsCapacity warning, and only what no single
+    pod can ever do (no eligible node, a resource no node offers, a pod larger than any node)
+    is a NeverFits."""
+    gang_whole = all_or_nothing(gang, options)
     mig_pending = snap.mig_reconfiguring
     unknown = snap.unknown_capacity
     for ev in evals:
@@ -308,7 +336,7 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
             continue  # no per-pod-set bound can fire (the common case): skip the message text
         label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)})"
         if n_elig == 0:
-            hist = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints).histogram(snap)
+            hist = filter_nodes(snap, _constraints(ps, None, options)[0], ever=True, transient=options.transient_taints).histogram(snap)
             why = ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) or "no nodes"
             findings.append(Finding("ExceedsClusterCapacity", sev,
                 f"{label}: no node could ever host it ({why})",
@@ -337,12 +365,18 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
             findings.append(Finding("PodExceedsNodeCapacity", sev, f"{label}: {text}",
                 {"pod_set": ps.name, "short": [{"resource": r, "request": v, "largest": m} for r, v, m in short]}))
             continue
+        if cap_ever < ps.count and not gang_whole:
+            findings.append(Finding("ParallelismExceedsCapacity", WAITS,
+                f"{label}: at most {cap_ever} of its {ps.count} pods can run at once, even on the {n_elig} eligible nodes "
+                "when empty; its pods are scheduled one by one, so the rest wait for running ones to finish",
+                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
+            continue
         if cap_ever < ps.count:
             findings.append(Finding("ExceedsClusterCapacity", sev,
                 f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}",
                 {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
             continue
-        if ps.required_topology:
+        if ps.required_topology and gang_whole:
             best = 0
             domains: dict[str, int] = {}
             for i in np.flatnonzero(ev.k_ever):
@@ -357,7 +391,7 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     if any(f.severity == NEVER_FITS for f in findings):
         return
     # Gang totals over the union of nodes any pod set may use.
-    if not gang.exact_total:
+    if not gang.exact_total or not gang_whole:
         return
     if len(evals) == 1:
         ev = evals[0]
@@ -457,12 +491,14 @@ def _now_findings(snap, gang, evals, options, findings) -> None:
             f"{len(cordoned)} cordoned node(s) could host pods once uncordoned: {', '.join(names(cordoned[:SAMPLES]))}"
             + (" …" if len(cordoned) > SAMPLES else ""),
             {"nodes": names(cordoned)}))
-    if options.transient_taints:
-        tainted = [i for i in np.flatnonzero(could) if any(t.key in options.transient_taints for t in snap.nodes[int(i)].taints)]
-        if tainted:
-            findings.append(Finding("NodesTransientlyTainted", WAITS,
-                f"{len(tainted)} node(s) carry a transient taint: {', '.join(names(tainted[:SAMPLES]))}",
-                {"nodes": names(tainted)}))
+    transient = DEFAULT_TRANSIENT | options.transient_taints
+    tainted = [i for i in np.flatnonzero(could)
+               if any(t.effect in ("NoSchedule", "NoExecute") and t.key not in REPAIRABLE_TAINTS and taint_matches(t.key, transient)
+                      for t in snap.nodes[int(i)].taints)]
+    if tainted:
+        findings.append(Finding("NodesTransientlyTainted", WAITS,
+            f"{len(tainted)} node(s) carry a transient taint: {', '.join(names(tainted[:SAMPLES]))}",
+            {"nodes": names(tainted)}))
 
 
 def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions) -> QuotaResult | None:
@@ -478,6 +514,10 @@ def _quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions
         for r in snap.resources:
             if options.is_gpu(r):
                 gpus[r] = int(snap.alloc[:, snap.col[r]].sum())
+        if not all_or_nothing(gang, options):
+            # Volcano groups such pods on their own (a PodGroup of minMember 1 per pod,
+            # pkg/controllers/podgroup): the object's totals are not what its queue admits.
+            gang = replace(gang, exact_total=False)
         return evaluate_volcano(gang, snap.volcano, gpus)
     return None
 
@@ -589,7 +629,7 @@ def evaluate(
         # A placement now is one on the repaired empty cluster too (free ≤ ever_alloc and the
         # now filters are stricter), so the second search runs only when the first fails.
         ever_place = placed_now if placed_now is not None else place(snap.ever_alloc, demands("ever"))
-        if ever_place is None and placed_now is None:
+        if ever_place is None and placed_now is None and all_or_nothing(gang, options):
             findings.append(Finding("PlacementUnproven", WAITS,
                 "no proof that the gang can never fit, and no placement found on the empty cluster; admitted, placement unproven"))
         chosen = placed_now if placed_now is not None else ever_place

@@ -9,17 +9,30 @@ Kubernetes 1.35+ (FIELD-NOTES §1); the e2e tier compares it against a real kube
 Two modes:
   * ``now``  — the scheduler's view today.
   * ``ever`` — DESIGN.md's "could this node ever host the pod": cordon, NotReady/unreachable and
-    policy-listed transient taints are treated as repaired.
+    transient taints (``model.DEFAULT_TRANSIENT_TAINTS`` plus the policy's; keys or shell
+    patterns such as ``node.kubernetes.io/*``) are treated as repaired.
+
+A pod template is not yet the pod: the API server's admission plugins may add tolerations
+before the scheduler sees it. Modelled: ExtendedResourceToleration (a toleration per extended
+resource the pod requests, see :func:`admission_tolerations`; on by default, as on GKE and
+AKS), and RuntimeClass (the tolerations of ``spec.runtimeClassName``'s RuntimeClass, which
+gangcheck does not read: with a runtime class no taint rules a node out in ``ever`` mode).
+With ``Constraints.namespace_default_tolerations`` (the PodTolerationRestriction plugin, whose
+namespace default tolerations gangcheck does not read) no taint rules a node out in ``ever``
+mode either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
+from functools import lru_cache
 
 import numpy as np
 
 from .model import (
+    DEFAULT_TRANSIENT_TAINTS,
     REPAIRABLE_TAINTS,
     TAINT_NOT_READY,
     TAINT_UNSCHEDULABLE,
@@ -37,6 +50,10 @@ __all__ = [
     "R_PORTS",
     "R_TOO_MANY_PODS",
     "insufficient",
+    "is_extended_resource",
+    "admission_tolerations",
+    "taint_matches",
+    "DEFAULT_TRANSIENT",
     "Constraints",
     "filter_nodes",
     "FilterResult",
@@ -55,21 +72,72 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
+#: The shipped transient taints (keys and patterns), always repairable in ``ever`` mode.
+DEFAULT_TRANSIENT: frozenset[str] = frozenset(DEFAULT_TRANSIENT_TAINTS)
+
+_PATTERN_CHARS = frozenset("*?[")
+
+
+@lru_cache(maxsize=8192)
+def taint_matches(key: str, keys: frozenset[str]) -> bool:
+    """True when taint ``key`` is in ``keys``, or matches one of its shell patterns
+    (``node.kubernetes.io/*``; case-sensitive, as taint keys are)."""
+    if key in keys:
+        return True
+    return any(_PATTERN_CHARS & set(p) and fnmatchcase(key, p) for p in keys)
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName`` (pkg/apis/core/helper/helpers.go): a
+    domain-prefixed name outside ``*kubernetes.io/`` and not a quota ``requests.`` name, e.g.
+    ``nvidia.com/gpu``; cpu, memory, hugepages-* and ephemeral-storage are native."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+@lru_cache(maxsize=1024)
+def _ert(resources: tuple[str, ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(r, "Exists", "", "NoSchedule") for r in resources)
+
+
+def admission_tolerations(ps: PodSet) -> tuple[Toleration, ...]:
+    """The tolerations the ExtendedResourceToleration admission plugin adds to a pod of ``ps``.
+
+    Mirrors kubernetes plugin/pkg/admission/extendedresourcetoleration/admission.go: for every
+    extended resource any container or init container requests, a toleration with that key,
+    operator Exists and effect NoSchedule (so ``nvidia.com/gpu=present:NoSchedule``, GKE's GPU
+    node taint, is tolerated; a NoExecute taint of that key is not).
+    """
+    return _ert(tuple(sorted(r for r in ps.requests if is_extended_resource(r))))
+
+
 @dataclass(frozen=True, slots=True)
 class Constraints:
-    """A pod set's label/taint constraints, plus what a Kueue ResourceFlavor adds.
+    """A pod set's label/taint constraints, plus what a Kueue ResourceFlavor and pod admission add.
 
     ``extra_selector`` is the flavor's nodeLabels (Kueue injects them as a nodeSelector);
-    ``extra_tolerations`` the flavor's tolerations.
+    ``extra_tolerations`` the flavor's tolerations. ``extended_resource_toleration``: the API
+    server runs the ExtendedResourceToleration plugin (:func:`admission_tolerations`).
+    ``namespace_default_tolerations``: it runs PodTolerationRestriction, whose per-namespace
+    default tolerations are unknown here, so no taint is permanent in ``ever`` mode.
     """
 
     pod_set: PodSet
     extra_selector: Mapping[str, str] | None = None
     extra_tolerations: tuple[Toleration, ...] = ()
+    extended_resource_toleration: bool = True
+    namespace_default_tolerations: bool = False
 
     @property
     def tolerations(self) -> tuple[Toleration, ...]:
-        return self.pod_set.tolerations + self.extra_tolerations
+        tols = self.pod_set.tolerations + self.extra_tolerations
+        if self.extended_resource_toleration:
+            tols += admission_tolerations(self.pod_set)
+        return tols
+
+    def taints_liftable(self) -> bool:
+        """True when admission may add tolerations gangcheck cannot see (a RuntimeClass's, a
+        namespace's defaults): then no taint may rule a node out for good."""
+        return bool(self.pod_set.runtime_class) or self.namespace_default_tolerations
 
     def selector(self) -> dict[str, str]:
         sel = dict(self.pod_set.node_selector)
@@ -90,9 +158,12 @@ class Constraints:
         return bool(keys & PER_NODE_LABELS)
 
 
-def _untolerated(taints: Iterable[Taint], tolerations: tuple[Toleration, ...], skip: frozenset[str]) -> bool:
+def _untolerated(taints: Iterable[Taint], tolerations: tuple[Toleration, ...], skip: frozenset[str] | None) -> bool:
+    """``skip``: taint keys/patterns treated as repaired; None = every taint is."""
+    if skip is None:
+        return False
     for t in taints:
-        if t.effect not in ("NoSchedule", "NoExecute") or t.key in skip:
+        if t.effect not in ("NoSchedule", "NoExecute") or taint_matches(t.key, skip):
             continue
         if not any(tol.tolerates(t) for tol in tolerations):
             return True
@@ -116,7 +187,9 @@ def _reason(
     ps = c.pod_set
     if ps.node_name and ps.node_name != name:
         return R_NODE_NAME
-    skip = (REPAIRABLE_TAINTS | transient) if ever else frozenset()
+    skip: frozenset[str] | None = frozenset()
+    if ever:
+        skip = None if c.taints_liftable() else (REPAIRABLE_TAINTS | DEFAULT_TRANSIENT | transient)
     effective = taints
     if not ever and ready is False and not any(t.key == TAINT_NOT_READY for t in taints):
         # The node lifecycle controller adds this taint within seconds of Ready=False.
@@ -171,7 +244,8 @@ def filter_nodes(
     """Apply NodeUnschedulable, NodeName, TaintToleration and NodeAffinity to every node.
 
     Evaluated once per static class unless a rule reads per-node data (node name, the
-    hostname label, matchFields). ``ever`` skips cordon and repairable/transient taints.
+    hostname label, matchFields). ``ever`` skips cordon and repairable/transient taints
+    (``DEFAULT_TRANSIENT`` always, plus ``transient``: keys or shell patterns).
     """
     keys = set(c.selector())
     for t in c.pod_set.required_affinity:

@@ -32,6 +32,7 @@ __all__ = [
     "PodSet",
     "GangRequest",
     "Finding",
+    "DEFAULT_TRANSIENT_TAINTS",
     "ResourceQuota",
     "FlavorQuotas",
     "ResourceGroup",
@@ -58,6 +59,40 @@ TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 #: Taints that repair themselves (cordon ends, node becomes Ready): never grounds for NeverFits.
 REPAIRABLE_TAINTS = frozenset({TAINT_UNSCHEDULABLE, TAINT_NOT_READY, TAINT_UNREACHABLE})
+
+#: Taints a Kubernetes component, cloud provider, autoscaler or GPU operator sets and clears by
+#: itself: key or shell pattern → who sets it (the upstream source). Like cordon, they are never
+#: grounds for a NeverFits; they are the shipped default of the policy's ``transientTaints``,
+#: which an admin's entries extend (never replace).
+DEFAULT_TRANSIENT_TAINTS: Mapping[str, str] = MappingProxyType({
+    # node lifecycle controller / kubelet condition taints (TaintNodesByCondition): not-ready,
+    # unreachable, unschedulable, memory-/disk-/pid-pressure, network-unavailable, and the
+    # admin's out-of-service (k8s.io/api/core/v1 well_known_taints.go)
+    "node.kubernetes.io/*": "Kubernetes node lifecycle controller and kubelet (k8s.io/api/core/v1 well_known_taints.go)",
+    # uninitialized (until the cloud-controller-manager initializes the node) and shutdown
+    # (k8s.io/cloud-provider api/well_known_taints.go, controllers/nodelifecycle)
+    "node.cloudprovider.kubernetes.io/*": "cloud-controller-manager (k8s.io/cloud-provider api/well_known_taints.go)",
+    # cluster-autoscaler utils/taints/taints.go: scale-down marks, and the startup/status taints
+    # it is told to ignore because a daemon removes them once the node is ready
+    "ToBeDeletedByClusterAutoscaler": "cluster-autoscaler scale-down (cluster-autoscaler/utils/taints/taints.go)",
+    "DeletionCandidateOfClusterAutoscaler": "cluster-autoscaler soft scale-down mark (cluster-autoscaler/utils/taints/taints.go)",
+    "ignore-taint.cluster-autoscaler.kubernetes.io/*": "startup taints cluster-autoscaler ignores (cluster-autoscaler/utils/taints/taints.go)",
+    "startup-taint.cluster-autoscaler.kubernetes.io/*": "startup taints cluster-autoscaler ignores (cluster-autoscaler/utils/taints/taints.go)",
+    "status-taint.cluster-autoscaler.kubernetes.io/*": "status taints cluster-autoscaler ignores (cluster-autoscaler/utils/taints/taints.go)",
+    # Karpenter pkg/apis/v1/taints.go: disruption (drain before consolidation/expiry) and
+    # registration; v1beta1's karpenter.sh/disruption
+    "karpenter.sh/disrupted": "Karpenter disruption (karpenter pkg/apis/v1/taints.go)",
+    "karpenter.sh/disruption": "Karpenter v1beta1 disruption (karpenter pkg/apis/v1beta1/taints.go)",
+    "karpenter.sh/unregistered": "Karpenter node registration (karpenter pkg/apis/v1/taints.go)",
+    # NVIDIA GPU operator driver upgrades (NVIDIA/k8s-operator-libs pkg/upgrade): the upgrade
+    # controller walks nodes through the nvidia.com/gpu-driver-upgrade-state label and cordons
+    # them (already repairable); deployments that keep tolerant pods off an upgrading node
+    # taint it nvidia.com/gpu-driver-upgrade*. GPU health remediation (NVSentinel) cordons too,
+    # with admin-configured taint keys: add those to transientTaints.
+    "nvidia.com/gpu-driver-upgrade*": "NVIDIA GPU operator driver upgrade (NVIDIA/k8s-operator-libs pkg/upgrade)",
+    # the CNI agent's startup taint, removed once it runs on the node (cilium pkg/defaults)
+    "node.cilium.io/agent-not-ready": "Cilium agent startup (cilium pkg/defaults AgentNotReadyNodeTaint)",
+})
 
 
 def _empty():
@@ -266,6 +301,9 @@ class PodSet:
             one domain of that label), None when not requested.
         exact_shape: False when the per-pod request is an estimate (a PodGroup's minResources
             spread over minMember): per-node bounds then cannot prove NeverFits.
+        runtime_class: ``spec.runtimeClassName`` ("" when none). The API server's RuntimeClass
+            admission plugin adds that RuntimeClass's tolerations to the pod, which gangcheck
+            does not see: a taint then never proves NeverFits.
     """
 
     name: str
@@ -281,6 +319,7 @@ class PodSet:
     required_topology: str | None = None
     preferred_topology: str | None = None
     exact_shape: bool = True
+    runtime_class: str = ""
 
     def total_replicas(self) -> int:
         return self.count if self.replicas is None else self.replicas
@@ -311,6 +350,12 @@ class GangRequest:
     LeaderWorkerSet's replicas); the pod sets describe one group.
     ``exact_total``: False when the gang's totals are assumed rather than known (a Kueue pod
     group seen one pod at a time): quota and capacity bounds then cannot prove NeverFits.
+    ``all_or_nothing``: True when something places the pods all at once or not at all (a gang
+    scheduler's group, Kueue TopologyAwareScheduling, the Workload API's gang policy, or a kind
+    whose pods cannot run without each other); False for pods scheduled one by one (a plain
+    batch Job): only what no single pod could ever do is then a NeverFits, and more pods than
+    the cluster can hold at once is a warning. Quota still applies to the whole object where a
+    queue (Kueue) admits it whole. ``gang_basis`` says why, in words (for messages and docs).
     """
 
     kind: str
@@ -326,6 +371,8 @@ class GangRequest:
     annotations: Mapping[str, str] = _empty()
     groups: int = 1
     exact_total: bool = True
+    all_or_nothing: bool = True
+    gang_basis: str = ""
 
     @property
     def pods(self) -> int:
