@@ -255,3 +255,53 @@ def test_tree_walk_matches_brute_force(tree, admissions, data):
     res = check(k, target.name, ask)
     assert (finding(res, "ExceedsMaxQuota") is not None) == (ask > lim.maximum)
     assert (finding(res, "WaitingForQuota") is not None) == (lim.maximum >= ask > lim.available_now)
+
+
+# ---------------------------------------------------------------- the adapter reads what the tree needs
+
+
+def test_cohort_objects_v1beta1_and_v1beta2_feed_the_tree():
+    from webhook.adapters.cluster import build_snapshot
+
+    def res(name, nominal, **lim):
+        out = {"name": name, "nominalQuota": str(nominal)}
+        out.update({k: str(v) for k, v in lim.items()})
+        return out
+
+    def groups(nominal, **lim):
+        return [{"coveredResources": [GPU], "flavors": [{"name": F, "resources": [res(GPU, nominal, **lim)]}]}]
+
+    objs = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": F}, "spec": {}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "a"},
+         "spec": {"cohortName": "research", "resourceGroups": groups(8, borrowingLimit=40)}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "lq-a", "namespace": "default"},
+         "spec": {"clusterQueue": "a"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort", "metadata": {"name": "research"},
+         "spec": {"parentName": "org", "resourceGroups": groups(16, lendingLimit=4)}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "org"},
+         "spec": {"resourceGroups": groups(32)}},
+    ]
+    k = build_snapshot(objs).kueue
+    assert k.cohorts["research"].parent == "org"
+    assert k.cohorts["research"].resource_groups[0].flavors[0].resources[GPU].lending_limit == 4
+    # a: local 0 + research: local (24 − 4 = 20) + org subtree (32 + 4) = 56, under a's 8 + 40 = 48 → 48
+    assert kueue_limits(k, "a", F, GPU).maximum == 48
+    assert kueue_limits(k, "a", F, GPU).why_max.kind == "borrowingLimit"
+
+
+def test_a_cohort_chain_deeper_than_the_walks_go_is_no_proof_and_no_crash():
+    co = [Cohort(f"c{i}", parent=f"c{i + 1}") for i in range(1500)]
+    k = state(cq("a", 8, cohort="c0"), cohorts=co)
+    res = check(k, "a", 100)
+    assert [f.code for f in res.findings] == ["CohortTooDeep"] and res.findings[0].severity == "Info"
+
+
+def test_diagnose_quota_step_reports_a_cohort_cycle_as_blocking():
+    from webhook.diagnose import diagnose
+
+    co = (Cohort("research", parent="org"), Cohort("org", parent="research"))
+    snap = snapshot([node("n1", gpu=8)], kueue=state(cq("a", 8), cohorts=co))
+    rep = diagnose(snap, gang(pod_set("w", 1, gpu=4), kind="Job", queue="lq-a"), 0.0)
+    step = next(s for s in rep["steps"] if s["name"] == "quota")
+    assert step["status"] == "blocking" and "cycle" in step["meaning"]

@@ -2379,6 +2379,12 @@ def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
                 f"delete {len(pgs)} orphan PodGroup(s) that reserve queue quota with no running pod: " + ", ".join(pgs[:5]),
                 sufficient=True,
                 commands=[f"kubectl -n {p.split('/', 1)[0]} delete podgroup {p.split('/', 1)[1]}" for p in pgs[:10]]))
+        elif f.code == "ExceedsDeservedShare" and d.get("plugin") == "capacity":
+            q = d.get("queue")
+            out.append(Fix("raise-quota",
+                f"raise Volcano queue {q}'s spec.deserved for {d.get('resource')} to ≥ {d.get('request')} (now {d.get('deserved'):g}) "
+                "so its pods are not reclaimed, or give it a guarantee",
+                commands=[f"kubectl edit queue {q}   # spec.deserved / spec.guarantee.resource"]))
         elif f.code == "ExceedsDeservedShare":
             q = d.get("queue")
             out.append(Fix("raise-quota",

@@ -37,6 +37,8 @@ __all__ = ["CohortTree", "FlavorLimit", "Why", "kueue_limits", "evaluate_kueue",
 
 #: Flavor assignments tried before giving up on a proof (then the gang is not called NeverFits).
 MAX_FLAVOR_COMBINATIONS = 4096
+#: Deepest cohort tree walked (the walks recurse per level; Python's default limit is 1000).
+MAX_COHORT_DEPTH = 200
 
 FR = tuple[str, str]  # (flavor, resource)
 Key = tuple[str, str]  # ("cq" | "co", name)
@@ -122,6 +124,27 @@ class CohortTree:
                 self._link(key, ("co", cq.cohort))
         self._subtree: dict = {}
         self._usage: dict = {}
+
+    def depth(self, key: Key) -> int:
+        """Nodes above ``key`` (stops at a cycle); the walks recurse this deep below its root."""
+        seen, k = set(), self.parent.get(key)
+        while k is not None and k not in seen:
+            seen.add(k)
+            k = self.parent[k]
+        return len(seen)
+
+    def height(self, root: Key) -> int:
+        """Longest path from ``root`` down to a leaf, iteratively (no recursion)."""
+        best, stack = 0, [(root, 0)]
+        seen = set()
+        while stack:
+            k, d = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            best = max(best, d)
+            stack.extend((c, d + 1) for c in self.children[k])
+        return best
 
     def _cohort(self, name: str) -> None:
         key = ("co", name)
@@ -369,6 +392,16 @@ def evaluate_kueue(gang: GangRequest, kueue: KueueState, reserved=None) -> Quota
         res.findings.append(Finding("CohortHasCycle", WAITS,
             f"the cohort chain of ClusterQueue {cq.name} (cohort {cq.cohort}) has a cycle: Kueue keeps the ClusterQueue inactive "
             "and admits nothing until the Cohort parents are fixed",
+            {"cluster_queue": cq.name, "cohort": cq.cohort}))
+        return res
+    root = ("cq", cq.name)
+    while tree.parent[root] is not None:
+        root = tree.parent[root]
+    if tree.height(root) > MAX_COHORT_DEPTH:
+        # The walks recurse once per level; a tree this deep is not something to prove on.
+        res.report.update({"request": {r: v for r, v in gang.total_requests().items() if v}, "cohort": cq.cohort, "limits": {}})
+        res.findings.append(Finding("CohortTooDeep", "Info",
+            f"the cohort tree of ClusterQueue {cq.name} is more than {MAX_COHORT_DEPTH} levels deep; quota not checked",
             {"cluster_queue": cq.name, "cohort": cq.cohort}))
         return res
     memo: dict[tuple[str, str], FlavorLimit] = {}
