@@ -137,7 +137,8 @@ def _step_quota(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view: Gan
     waiting = codes.get("WaitingForQuota")
     other = [f for f in d.findings if f.code in ("LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
                                                  "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed",
-                                                 "ExceedsDeservedShare", "HeadOfLineBlocking", "KueueNotInSnapshot", "QuotaReserved")]
+                                                 "ExceedsDeservedShare", "HeadOfLineBlocking", "KueueNotInSnapshot", "QuotaReserved",
+                                                 "CohortHasCycle", "CohortTooDeep")]
     if findings.get("system") is None:
         meaning, status = "The gang names no Kueue or Volcano queue: quota does not hold it back.", "ok"
     elif never is not None:

@@ -2347,9 +2347,28 @@ def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
             r, more = d.get("resource"), d.get("more_needed")
             if d.get("cluster_queue"):
                 cq = d["cluster_queue"]
-                out.append(Fix("borrow-quota",
-                    f"let ClusterQueue {cq} borrow {more} more {r} from its cohort (raise borrowingLimit), or raise its nominalQuota",
-                    commands=[f"kubectl get clusterqueue {cq} -o yaml", f"kubectl edit clusterqueue {cq}   # spec.resourceGroups[].flavors[].resources[{r}]"]))
+                edit = f"kubectl edit clusterqueue {cq}   # spec.resourceGroups[].flavors[].resources[{r}]"
+                cohort = d.get("cohort")
+                if not cohort:
+                    # A ClusterQueue outside any cohort has nothing to borrow from (kueue
+                    # resource_node.go: a node without a parent gets its own quota only).
+                    out.append(Fix("raise-quota",
+                        f"raise ClusterQueue {cq}'s nominalQuota for {r} by {more} (it is in no cohort, so it cannot borrow), "
+                        "or wait for its admitted workloads to finish",
+                        commands=[f"kubectl get clusterqueue {cq} -o yaml", edit + ".nominalQuota"]))
+                elif d.get("binding") == "borrowingLimit" and d.get("binding_object") == f"ClusterQueue/{cq}":
+                    out.append(Fix("borrow-quota",
+                        f"let ClusterQueue {cq} borrow {more} more {r} from cohort {cohort} (raise its borrowingLimit), or raise its nominalQuota",
+                        commands=[f"kubectl get clusterqueue {cq} -o yaml", edit + ".borrowingLimit"]))
+                else:
+                    # What binds is above the ClusterQueue (the cohort's unused pool or a Cohort's
+                    # borrowingLimit): raising its own borrowingLimit would not help.
+                    root = d.get("binding_cohort") or cohort
+                    out.append(Fix("borrow-quota",
+                        f"ClusterQueue {cq} can borrow from cohort {cohort}, but the cohort tree ({root}) has {more} {r} too little unused: "
+                        f"raise its nominalQuota, or a cohort member's nominalQuota / lendingLimit, or wait for the other members' workloads",
+                        commands=[f"kubectl get clusterqueues -o wide   # cohort {cohort}: who uses what", f"kubectl get clusterqueue {cq} -o yaml",
+                                  edit + ".nominalQuota"]))
             elif d.get("queue"):
                 q = d["queue"]
                 out.append(Fix("raise-quota", f"raise Volcano queue {q}'s capability for {r} by {more}",
@@ -2360,6 +2379,12 @@ def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
                 f"delete {len(pgs)} orphan PodGroup(s) that reserve queue quota with no running pod: " + ", ".join(pgs[:5]),
                 sufficient=True,
                 commands=[f"kubectl -n {p.split('/', 1)[0]} delete podgroup {p.split('/', 1)[1]}" for p in pgs[:10]]))
+        elif f.code == "ExceedsDeservedShare" and d.get("plugin") == "capacity":
+            q = d.get("queue")
+            out.append(Fix("raise-quota",
+                f"raise Volcano queue {q}'s spec.deserved for {d.get('resource')} to ≥ {d.get('request')} (now {d.get('deserved'):g}) "
+                "so its pods are not reclaimed, or give it a guarantee",
+                commands=[f"kubectl edit queue {q}   # spec.deserved / spec.guarantee.resource"]))
         elif f.code == "ExceedsDeservedShare":
             q = d.get("queue")
             out.append(Fix("raise-quota",

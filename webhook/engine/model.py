@@ -465,7 +465,10 @@ class LocalQueue:
 
 @dataclass(frozen=True, slots=True)
 class Cohort:
-    """A Kueue Cohort object (v1beta1/v1alpha1): its own quota and its parent."""
+    """A Kueue Cohort object: its own quota (spec.resourceGroups, with nominalQuota /
+    borrowingLimit / lendingLimit as in a ClusterQueue) and its parent (v1beta1 / v1beta2
+    spec.parentName, v1alpha1 spec.parent). A cohort that a ClusterQueue or Cohort names but no
+    object defines exists in Kueue with no quota of its own (``engine.quota_kueue``)."""
 
     name: str
     parent: str | None = None
