@@ -484,3 +484,20 @@ def test_rate_limiter_counts_what_it_left_out():
 def test_decision_line_is_ascii_and_one_line():
     line = decision_line({"name": "a\nb\u2028\ud800", "uid": "x"})
     assert line.isascii() and "\n" not in line and json.loads(line)["name"] == "a\nb\u2028\ud800"
+
+
+def test_configure_writes_bare_json_lines():
+    import io
+
+    from webhook.decision_log import configure
+
+    buf = io.StringIO()
+    logger = configure(buf)
+    try:
+        logger.info(decision_line({"uid": "x", "outcome": "denied"}))
+        assert buf.getvalue() == '{"uid":"x","outcome":"denied"}\n'
+        assert logger.propagate is False
+    finally:  # leave the logger as pytest's caplog expects it
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.propagate = True

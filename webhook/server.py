@@ -3,16 +3,21 @@
 Endpoints:
 
 - ``POST /validate``, ``POST /mutate``: AdmissionReview ``admission.k8s.io/v1`` in and out. Bodies
-  that are not JSON, not an AdmissionReview v1, lack ``request.uid`` or exceed 3 MiB get HTTP 400
-  with a one-line ``text/plain`` reason. Everything else gets HTTP 200 with an AdmissionReview:
-  never a 500. The check reads ``source.snapshot()`` (no API call), runs in a worker thread under
+  that are not strict JSON (UTF-8 only; no NaN/Infinity; :func:`decode_json`), not an
+  AdmissionReview v1 (``admission.parse_review``: a field of the wrong type is named), lack
+  ``request.uid`` or exceed 3 MiB get HTTP 400 with a one-line ``text/plain`` reason; a
+  Content-Type other than ``application/json`` gets 415; a body not received within
+  ``body_timeout`` 408 (headers: ``WebhookServer``'s bounds, 408/431). Everything else gets
+  HTTP 200 with an AdmissionReview: never a 500. The check reads ``source.snapshot()`` (no API call), runs in a worker thread under
   a time budget, and **fails open** (allowed + one warning + ``gangcheck_webhook_fail_open_total``)
   when the source is not ready, its data is older than ``policy.stale_after_seconds``, no valid
   policy was ever loaded, the check runs past its budget, or anything raises.
 - ``GET /healthz``: 200 while the process serves.
 - ``GET /readyz``: 200 when the source is ready (every informer synced) and a valid policy is in
-  force, else 503; JSON detail (source status, policy status incl. a rejected reload's error,
-  data age).
+  force, else 503; JSON detail: states, counts and codes (source informers, policy validity and
+  the code of a rejected version's problem, data age). ``?verbose=1`` from a loopback address
+  adds the names and texts (policy path and parser error, source name, informer errors).
+- One JSON line per decision on the logger ``gangcheck.decision`` (``decision_log``).
 - ``GET /metrics``: Prometheus text.
 
 The API server's TLS client sees the certificate from ``--tls-cert``/``--tls-key``;
@@ -911,6 +916,9 @@ def serve(cluster: str = "demo", policy_path: str | None = None, host: str = "12
             raise FileNotFoundError(f"{f}: no such file; create certificates with `gangcheck certs --out {Path(f).parent}`")
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .decision_log import configure as log_decisions_to
+
+    log_decisions_to(None)  # one JSON line per decision on stdout; everything else on stderr
     reloader = PolicyReloader(policy_path, interval=policy_poll_interval)
     if source is not None:
         src = source
