@@ -90,9 +90,15 @@ def protocol_class(*, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
             if not in_grace:  # let the loop read what a pause left in the socket first
                 self._arm_header_timer(self.grace)
                 return
+            if self._responding():  # a pipelined request's head: never write into a response in progress
+                self._arm_header_timer()
+                return
             if self._started:
                 self.transport.write(_reply(_408, f"request headers not received within {self.header_timeout:g}s"))
             self.transport.close()
+
+        def _responding(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -112,7 +118,8 @@ def protocol_class(*, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
             # that completes the headers may carry body bytes, so only an unfinished head counts).
             if counting and self._in_headers and self._header_bytes > self.max_header_bytes:
                 if self.transport is not None and not self.transport.is_closing():
-                    self.transport.write(_reply(_431, f"request headers exceed {self.max_header_bytes} bytes"))
+                    if not self._responding():
+                        self.transport.write(_reply(_431, f"request headers exceed {self.max_header_bytes} bytes"))
                     self.transport.close()
 
         def on_message_begin(self) -> None:
