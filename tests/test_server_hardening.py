@@ -288,8 +288,8 @@ sys.path.insert(0, {root!r})
 from webhook.dump import load_cluster
 from webhook.server import WebhookServer, create_app
 from webhook.sources import StaticSource
-app = create_app(StaticSource(load_cluster("demo"), "demo"), None)
-srv = WebhookServer(app, "127.0.0.1", 0, {crt!r}, {key!r})
+app = create_app(StaticSource(load_cluster("demo"), "demo"), None, body_timeout={ka})
+srv = WebhookServer(app, "127.0.0.1", 0, {crt!r}, {key!r}, header_timeout={ka})
 srv.config.timeout_keep_alive = {ka}  # read by each connection's protocol
 srv.start()
 print(srv.port, flush=True)
@@ -299,19 +299,22 @@ srv.stop()
 
 
 def test_requests_sent_during_a_pause_are_answered(certdir):
-    """SIGSTOP the server for longer than its keep-alive timeout while requests arrive on
-    idle keep-alive connections (and a new connection is opened): after SIGCONT every one is
-    answered. Before the fix the keep-alive timer fired first and closed the connections."""
+    """SIGSTOP the server for longer than its keep-alive, header and body timeouts while
+    requests arrive on idle keep-alive connections, a new connection is opened and a body is
+    completed: after SIGCONT every one is answered. Before the fix the keep-alive timer fired
+    first and closed the connections."""
     ka, pause = 1.0, 2.5
     script = SERVER_SCRIPT.format(root=str(ROOT), crt=str(certdir / "tls.crt"), key=str(certdir / "tls.key"), ka=ka)
     p = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port = int(p.stdout.readline())
         ca = certdir / "ca.crt"
-        conns = [tls(port, ca) for _ in range(4)]
+        conns = [tls(port, ca) for _ in range(5)]
         for i, conn in enumerate(conns):
             conn.sendall(request_bytes(json.dumps(review(job(1, 1), uid=f"warm-{i}")).encode()))
             assert read_response(conn)[0] == 200
+        slow = request_bytes(json.dumps(review(job(1, 1), uid="body")).encode())
+        conns[4].sendall(slow[:-20])  # headers and most of the body: the server is reading it
         time.sleep(0.5)  # idle for part of the keep-alive timeout
         os.kill(p.pid, signal.SIGSTOP)
         try:
@@ -322,15 +325,16 @@ def test_requests_sent_during_a_pause_are_answered(certdir):
             time.sleep(pause)  # the keep-alive timers are due now
             conns[1].sendall(request_bytes(json.dumps(review(job(1, 1), uid="late")).encode()))
             conns[2].sendall(request_bytes(json.dumps(review(job(80, queue="llm-queue"), uid="deny")).encode()))
+            conns[4].sendall(slow[-20:])  # the body's end, after its deadline (in server time)
         finally:
             os.kill(p.pid, signal.SIGCONT)
         answers = {}
-        for conn in conns[:3]:
+        for conn in conns[:3] + conns[4:]:
             status, _, body = read_response(conn)
             assert status == 200, body
             r = json.loads(body)["response"]
             answers[r["uid"]] = r["allowed"]
-        assert answers == {"early": True, "late": True, "deny": False}
+        assert answers == {"early": True, "late": True, "deny": False, "body": True}
         t.join(30)
         late_conn[0].sendall(request_bytes(json.dumps(review(job(1, 1), uid="new")).encode()))
         assert json.loads(read_response(late_conn[0])[2])["response"]["uid"] == "new"

@@ -277,10 +277,11 @@ async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
     Raises:
         _BodyIncomplete: 400 for a Content-Length or body over ``limit`` or an invalid
             Content-Length; 408 when the body is not complete after ``timeout`` seconds (a
-            slow client, a chunk size that never arrives, e.g. 2^64). Past the deadline, chunks
-            already received are still read while each follows the last within
-            :data:`READ_GRACE_SECONDS`, never past twice ``timeout``: a request the server
-            received during a pause is answered, a trickling client is not waited for.
+            slow client, a chunk size that never arrives, e.g. 2^64). Past the deadline, what
+            already arrived is still read while chunks follow each other within
+            :data:`READ_GRACE_SECONDS`, up to twice ``timeout`` (or 1 s after the deadline was
+            first seen to have passed, if later): a request the server received during a
+            pause is answered, a trickling client is not waited for.
     """
     cl = request.headers.get("content-length")
     if cl is not None:
@@ -292,24 +293,26 @@ async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
             raise _BodyIncomplete(f"request body of {n} bytes exceeds the {limit}-byte limit")
     loop = asyncio.get_running_loop()
     start = loop.time()
-    deadline, hard = start + timeout, start + 2 * timeout
-    late = False
+    deadline = start + timeout
+    hard: float | None = None  # set once the deadline has passed
     chunks, size = [], 0
     receive = request.receive
     while True:
         now = loop.time()
         wait = deadline - now
         if wait <= 0:
-            late = True
-            wait = min(READ_GRACE_SECONDS, hard - now)
-        if wait <= 0:
-            raise _BodyIncomplete(f"request body not received within {timeout:g}s", 408)
+            if hard is not None:
+                raise _BodyIncomplete(f"request body not received within {timeout:g}s", 408)
+            # First time past the deadline: look once more at what already arrived (after a
+            # pause the loop's timers run before it reads the sockets), then keep reading while
+            # chunks follow each other closely, up to twice the timeout or 1 s past this point.
+            hard = max(start + 2 * timeout, now + 10 * READ_GRACE_SECONDS)
+            deadline = now + READ_GRACE_SECONDS
+            continue
         try:
             message = await asyncio.wait_for(receive(), wait)
         except asyncio.TimeoutError:
-            if late:
-                raise _BodyIncomplete(f"request body not received within {timeout:g}s", 408) from None
-            continue  # the deadline passed: one more look at what already arrived
+            continue  # the loop above decides: a look at what arrived, or 408
         if message.get("type") != "http.request":
             raise _BodyIncomplete("client disconnected before sending the whole body")
         chunk = message.get("body") or b""
@@ -320,8 +323,8 @@ async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
             chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-        if late:
-            deadline = loop.time() + READ_GRACE_SECONDS  # keep reading what is already here
+        if hard is not None:
+            deadline = min(loop.time() + READ_GRACE_SECONDS, hard)
 
 
 def _reject_constant(name: str):
