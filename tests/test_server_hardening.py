@@ -505,3 +505,29 @@ def test_configure_writes_bare_json_lines():
         for h in list(logger.handlers):
             logger.removeHandler(h)
         logger.propagate = True
+
+
+def test_uvicorn_bad_request_lines_rate_limited(srv, certdir, caplog):
+    app, s, c = srv
+    caplog.set_level(logging.WARNING, logger="uvicorn.error")
+    for _ in range(5):
+        conn = tls(s.port, certdir / "ca.crt")
+        try:
+            conn.sendall(b"\x00\x01 not http\r\n\r\n")
+            assert read_response(conn)[0] == 400
+        finally:
+            conn.close()
+    invalid = [r for r in caplog.records if r.name == "uvicorn.error" and "Invalid HTTP request" in r.getMessage()]
+    assert len(invalid) <= 1
+
+
+def test_rate_limit_filter_says_how_many_it_dropped():
+    from webhook.decision_log import RateLimitFilter
+
+    now = [0.0]
+    f = RateLimitFilter(60.0, clock=lambda: now[0])
+    rec = lambda: logging.LogRecord("uvicorn.error", logging.WARNING, __file__, 1, "Invalid %s", ("x",), None)
+    assert f.filter(rec()) and not f.filter(rec()) and not f.filter(rec())
+    now[0] = 61.0
+    r = rec()
+    assert f.filter(r) and r.getMessage() == "Invalid x (2 more like it since the last one logged)"

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["DECISION_LOGGER", "RateLimiter", "decision_record", "decision_line", "configure"]
+__all__ = ["DECISION_LOGGER", "RateLimiter", "RateLimitFilter", "decision_record", "decision_line", "configure"]
 
 #: The logger the decision lines go to (INFO).
 DECISION_LOGGER = "gangcheck.decision"
@@ -117,6 +117,23 @@ class RateLimiter:
                 self._suppressed.pop(oldest, None)
             self._last[key] = now
             return True, self._suppressed.pop(key, 0)
+
+
+class RateLimitFilter(logging.Filter):
+    """A logging filter passing each distinct message (logger + format string) at most once per
+    ``interval`` seconds; the next one passed says how many were dropped. For loggers that
+    clients can make noisy (uvicorn's "Invalid HTTP request received." per bad request)."""
+
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.limiter = RateLimiter(interval, clock)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ok, suppressed = self.limiter.allow(f"{record.name}|{record.msg}")
+        if ok and suppressed:
+            record.msg = f"{record.getMessage()} ({suppressed} more like it since the last one logged)"
+            record.args = ()
+        return ok
 
 
 def configure(stream=None) -> logging.Logger:

@@ -772,6 +772,13 @@ class WebhookServer:
             timeout_keep_alive=keep_alive_timeout, server_header=False,
         )
         self.server = uvicorn.Server(self.config)
+        # A client can make uvicorn log a line per bad request ("Invalid HTTP request
+        # received."): one per message and minute is enough.
+        from .decision_log import RateLimitFilter
+
+        err = logging.getLogger("uvicorn.error")
+        if not any(isinstance(f, RateLimitFilter) for f in err.filters):
+            err.addFilter(RateLimitFilter())
         self._thread: threading.Thread | None = None
         self._digest = _digest(self.certfile, self.keyfile)
         self._error: BaseException | None = None
