@@ -322,6 +322,8 @@ def test_status_raising_is_503_not_500(certdir, demo):
     app = create_app(BadStatus(demo), None)
     with running(app, certdir) as (srv, c):
         r = c.get("/readyz")
+        assert r.status_code == 503 and r.json()["source"]["error"] == "ValueError"  # no text by default
+        r = c.get("/readyz?verbose=1")  # from loopback: the detail
         assert r.status_code == 503 and "nope" in r.json()["source"]["error"]
         assert c.get("/metrics").status_code == 200
 
@@ -422,6 +424,8 @@ def test_policy_reload(tmp_path, certdir, demo):
         assert rz.status_code == 200
         pol = rz.json()["policy"]
         assert pol["valid"] is False and pol["in_force"] is True and pol["mode"] == "warn"
+        assert pol["problem"] == "invalid_field" and "error" not in pol and str(pf) not in rz.text
+        pol = c.get("/readyz?verbose=1").json()["policy"]
         assert pol["error"] == f"{pf}: mode: Input should be 'enforce', 'warn' or 'audit'"
         text = c.get("/metrics").text
         assert "gangcheck_policy_reloads_total 1.0" in text
@@ -444,6 +448,8 @@ def test_policy_invalid_from_start_fails_open(tmp_path, certdir, demo):
         r = post(c, "/validate", review(job(80, queue="llm-queue"), uid="np"))["response"]
         assert r == {"uid": "np", "allowed": True, "warnings": ["gangcheck skipped the feasibility check: no valid policy loaded"]}
         rz = c.get("/readyz")
+        assert rz.status_code == 503 and rz.json()["policy"]["problem"] == "invalid_yaml"
+        rz = c.get("/readyz?verbose=1")
         assert rz.status_code == 503 and "not valid YAML" in rz.json()["policy"]["error"]
 
 
@@ -467,7 +473,9 @@ def test_policy_update_text_and_missing_file(tmp_path):
     assert r.update_text("mode: warn\n") == "unchanged"
     assert r.update_text("staleAfterSeconds: -1\n") == "failed"
     assert r.current().mode == "warn" and r.status()["valid"] is False and "staleAfterSeconds" in r.error
-    assert r.update_text(None) == "reloaded" and r.current().mode == "enforce"
+    # The ConfigMap disappearing keeps the last good policy (issue #17 item 4); {} is the default.
+    assert r.update_text(None) == "failed" and r.current().mode == "warn" and r.problem == "missing"
+    assert r.update_text("{}") == "reloaded" and r.current().mode == "enforce" and r.valid
     pf = tmp_path / "p.yaml"
     pf.write_text("mode: audit\n")
     f = PolicyReloader(pf)

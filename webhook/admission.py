@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .adapters import adapt, is_supported
+from .adapters import ADAPTERS, adapt, is_supported
+from .adapters.common import split_api_version
 from .engine.decision import FITS, NEVER_FITS, WAITS, Decision
 from .engine.model import GangRequest
 from .engine.text import plural
@@ -46,7 +48,12 @@ __all__ = [
     "BadReview",
     "ReviewRequest",
     "parse_review",
+    "skip",
     "skip_reason",
+    "controller_owner",
+    "replace_lone_surrogates",
+    "may_hold_surrogates",
+    "review_bytes",
     "gang_of",
     "clean_warnings",
     "Outcome",
@@ -105,13 +112,20 @@ class ReviewRequest:
 def parse_review(doc: Any) -> ReviewRequest:
     """Check an already JSON-decoded body is an AdmissionReview v1 and extract its request.
 
+    Lone UTF-16 surrogates (``"\\ud800"`` escapes, which JSON allows and UTF-8 cannot carry) in
+    the strings read here become U+FFFD, as Go's ``encoding/json`` decodes them; the server
+    also replaces them in the whole body (:func:`replace_lone_surrogates`) before this.
+
     Args:
         doc: the decoded JSON value.
 
     Raises:
         BadReview: not an object, apiVersion is not ``admission.k8s.io/v1``, kind is not
             ``AdmissionReview``, ``request`` missing or not an object, ``request.uid`` missing or
-            empty, or ``request.object`` present but not an object. The message is one line.
+            empty, ``request.uid``/``operation``/``namespace``/``name`` not strings,
+            ``request.kind`` not an object, or ``request.object`` present but not an object,
+            its ``apiVersion``/``kind`` not strings or its ``metadata`` not an object. The
+            message is one line and names the field.
     """
     if not isinstance(doc, dict):
         raise BadReview(f"expected a JSON object (an AdmissionReview), got {_json_type(doc)}")
@@ -124,21 +138,72 @@ def parse_review(doc: Any) -> ReviewRequest:
     if not isinstance(req, dict):
         raise BadReview("AdmissionReview has no request object")
     uid = req.get("uid")
-    if not isinstance(uid, str) or not uid:
+    if uid is not None and not isinstance(uid, str):
+        raise BadReview(f"request.uid must be a string, got {_json_type(uid)}")
+    if not uid:
         raise BadReview("AdmissionReview request.uid is missing or empty")
+    for field in ("operation", "namespace", "name"):
+        v = req.get(field)
+        if v is not None and not isinstance(v, str):
+            raise BadReview(f"request.{field} must be a string, got {_json_type(v)}")
+    if req.get("kind") is not None and not isinstance(req.get("kind"), dict):
+        raise BadReview(f"request.kind must be an object {{group, version, kind}}, got {_json_type(req.get('kind'))}")
     obj = req.get("object")
-    if obj is not None and not isinstance(obj, dict):
-        raise BadReview(f"request.object must be an object, got {_json_type(obj)}")
-    kind = req.get("kind") if isinstance(req.get("kind"), dict) else {}
-    namespace = req.get("namespace") if isinstance(req.get("namespace"), str) else ""
-    name = req.get("name") if isinstance(req.get("name"), str) else ""
+    if obj is not None:
+        if not isinstance(obj, dict):
+            raise BadReview(f"request.object must be an object, got {_json_type(obj)}")
+        for field in ("apiVersion", "kind"):
+            v = obj.get(field)
+            if v is not None and not isinstance(v, str):
+                raise BadReview(f"request.object.{field} must be a string, got {_json_type(v)}")
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise BadReview(f"request.object.metadata must be an object, got {_json_type(meta)}")
+    kind = req.get("kind") or {}
+    namespace = _unsurrogate(req.get("namespace") or "")
+    name = _unsurrogate(req.get("name") or "")
     if obj is not None:
         meta = obj.get("metadata")
         if isinstance(meta, dict) and namespace and not meta.get("namespace"):
             obj = dict(obj)
             obj["metadata"] = dict(meta, namespace=namespace)
-    operation = req.get("operation") if isinstance(req.get("operation"), str) else ""
-    return ReviewRequest(uid, operation.upper(), namespace, name, kind, obj, bool(req.get("dryRun")))
+    operation = req.get("operation") or ""
+    return ReviewRequest(_unsurrogate(uid), operation.upper(), namespace, name, kind, obj, bool(req.get("dryRun")))
+
+
+#: A lone (unpaired) UTF-16 surrogate code point; a pair is decoded by ``json`` into one character.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A ``\\uD800``–``\\uDFFF`` escape in raw JSON bytes (may also match an escaped backslash
+#: followed by "uD8..": a false positive only costs a walk over the document).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _unsurrogate(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (what Go's encoding/json decodes it to)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def may_hold_surrogates(body: bytes) -> bool:
+    """True when the raw JSON ``body`` contains a ``\\uD800``–``\\uDFFF`` escape (so its decoded
+    strings may hold lone surrogates). Cheap: one regex scan of the bytes."""
+    return _SURROGATE_ESCAPE.search(body) is not None
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """A copy of a decoded JSON ``value`` whose strings (keys too) have no lone surrogate: each
+    becomes U+FFFD, as Go's encoding/json (the API server's decoder) does.
+
+    Raises:
+        RecursionError: nesting deeper than the interpreter's recursion limit (the caller
+            answers 400, as for a body the JSON decoder refuses).
+    """
+    if isinstance(value, str):
+        return _unsurrogate(value)
+    if isinstance(value, dict):
+        return {_unsurrogate(k): replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_lone_surrogates(v) for v in value]
+    return value
 
 
 def _json_type(v: Any) -> str:
@@ -148,27 +213,84 @@ def _json_type(v: Any) -> str:
 
 
 def _short_repr(v: Any) -> str:
-    text = json.dumps(v) if not isinstance(v, str) else repr(v)
+    if isinstance(v, (dict, list)):
+        text = _json_type(v)  # never echo a structure (size, depth)
+    else:
+        text = json.dumps(v) if not isinstance(v, str) else repr(_clean_text(v))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def skip_reason(req: ReviewRequest, policy: Policy) -> str | None:
-    """Why this request is admitted unchanged without a check, or None when it is checked.
+#: Skip codes of :func:`skip` (the ``reason`` label of ``gangcheck_webhook_skipped_total``).
+SKIP_OPERATION = "operation"
+SKIP_NO_OBJECT = "no_object"
+SKIP_EXEMPT_NAMESPACE = "exempt_namespace"
+SKIP_UNSUPPORTED_KIND = "unsupported_kind"
+SKIP_OWNED = "owned_by_checked_kind"
+SKIP_CODES = (SKIP_OPERATION, SKIP_NO_OBJECT, SKIP_EXEMPT_NAMESPACE, SKIP_UNSUPPORTED_KIND, SKIP_OWNED)
 
-    Skipped: operations other than CREATE/UPDATE (DELETE, CONNECT), no ``request.object``,
-    namespaces in ``policy.exempt_namespaces``, and objects whose apiVersion/kind gangcheck has
-    no adapter for (``adapters.is_supported``). Never raises.
+
+def controller_owner(obj: Mapping) -> str | None:
+    """``"Kind name"`` of ``obj``'s controller ownerReference when that owner is a kind gangcheck
+    checks (any version of a group/kind in ``adapters.ADAPTERS``), else None. Never raises.
+
+    A JobSet's child Jobs, a RayJob's RayCluster, a batch Job's or a PyTorchJob's Pods were
+    created by a controller from an object the webhook already checked as one gang; checked
+    again on their own they are parts of that gang mistaken for gangs (a child Job of a
+    64-replica JobSet denied for its own share). Kueue manages only the top-level object for
+    the same reason: ``IsOwnerManagedByKueueForObject`` in kueue
+    pkg/controller/jobframework/integrationmanager.go skips an object whose controller
+    (``metav1.GetControllerOf``: the ownerReference with ``controller: true``) is an integrated
+    kind. gangcheck matches group and kind but not the version: a false pass-through costs a
+    missed check, a false denial is the worst outcome.
+    """
+    meta = _meta(obj)
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if not isinstance(ref, Mapping) or ref.get("controller") is not True:
+            continue
+        kind = ref.get("kind")
+        group, _version = split_api_version(ref.get("apiVersion"))
+        if isinstance(kind, str) and (group, kind) in ADAPTERS:
+            name = ref.get("name")
+            return f"{kind} {_clean_text(name) if isinstance(name, str) else '(unnamed)'}"
+        return None  # one controller at most (the API server enforces it)
+    return None
+
+
+def skip(req: ReviewRequest, policy: Policy) -> tuple[str, str] | None:
+    """``(code, reason)`` when this request is admitted unchanged without a check, or None.
+
+    Skipped, in this order: operations other than CREATE/UPDATE (DELETE, CONNECT:
+    :data:`SKIP_OPERATION`), no ``request.object`` (:data:`SKIP_NO_OBJECT`), namespaces in
+    ``policy.exempt_namespaces`` (:data:`SKIP_EXEMPT_NAMESPACE`), objects whose apiVersion/kind
+    gangcheck has no adapter for (``adapters.is_supported``; :data:`SKIP_UNSUPPORTED_KIND`), and
+    objects whose controller ownerReference is a kind gangcheck checks (:func:`controller_owner`;
+    :data:`SKIP_OWNED`). Never raises, whatever the object holds.
     """
     if req.operation not in CHECKED_OPERATIONS:
-        return f"operation {req.operation or '(none)'} is not checked"
-    if req.obj is None:
-        return "request has no object"
-    ns = req.namespace or _meta(req.obj).get("namespace") or ""
-    if ns in policy.exempt_namespaces:
-        return f"namespace {ns} is exempt"
-    if not is_supported(req.obj):
-        return f"{req.obj.get('apiVersion')}/{req.obj.get('kind')} is not a kind gangcheck checks"
+        return SKIP_OPERATION, f"operation {req.operation or '(none)'} is not checked"
+    obj = req.obj
+    if not isinstance(obj, Mapping):
+        return SKIP_NO_OBJECT, "request has no object"
+    ns = req.namespace or _meta(obj).get("namespace") or ""
+    if isinstance(ns, str) and ns in policy.exempt_namespaces:
+        return SKIP_EXEMPT_NAMESPACE, f"namespace {ns} is exempt"
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not (isinstance(api_version, str) and isinstance(kind, str) and is_supported(obj)):
+        what = _truncate(f"{_clean_text(api_version)}/{_clean_text(kind)}", 80)
+        return SKIP_UNSUPPORTED_KIND, f"{what} is not a kind gangcheck checks"
+    owner = controller_owner(obj)
+    if owner is not None:
+        return SKIP_OWNED, f"created by {owner}, which gangcheck checks as the gang"
     return None
+
+
+def skip_reason(req: ReviewRequest, policy: Policy) -> str | None:
+    """The reason text of :func:`skip` (None when the request is checked). Never raises."""
+    s = skip(req, policy)
+    return None if s is None else s[1]
 
 
 def gang_of(req: ReviewRequest) -> GangRequest | None:
@@ -205,8 +327,9 @@ _CONTROL = {c: " " for c in (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2
 
 def _clean_text(text: Any) -> str:
     """One line: control characters (Unicode Cc, line/paragraph separators) become spaces,
-    runs of whitespace collapse to one space."""
-    return " ".join(str(text).translate(_CONTROL).split())
+    runs of whitespace collapse to one space, lone surrogates become U+FFFD (so the text can
+    always be encoded as UTF-8)."""
+    return " ".join(_unsurrogate(str(text)).translate(_CONTROL).split())
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -358,6 +481,16 @@ def _decision_warnings(decision: Decision, policy: Policy) -> list[str]:
 def review_envelope(response: dict) -> dict:
     """Wrap an AdmissionResponse dict in an ``admission.k8s.io/v1`` AdmissionReview."""
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def review_bytes(review: Mapping) -> bytes:
+    """``review`` as compact UTF-8 JSON, the body of every 200 answer. Never raises on text: a
+    string that UTF-8 cannot carry (a lone surrogate that slipped through) makes the whole
+    document ASCII-escaped (``\\ud800``, valid JSON, decoded by the API server as U+FFFD)."""
+    try:
+        return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(review, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def allowed_response(uid: str, warnings: list[str] | None = None) -> dict:
@@ -526,7 +659,7 @@ def mutate_response(uid: str, obj: Mapping | None, decision: Decision, policy: P
     :func:`annotations_for`. No warnings (the validating webhook gives them; the API server would
     merge duplicates anyway)."""
     patch = annotation_patch(obj, annotations_for(decision, policy, now))
-    raw = json.dumps(patch, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw = review_bytes(patch)
     return review_envelope({
         "uid": uid,
         "allowed": True,

@@ -1,6 +1,9 @@
 """The admin's policy: ConfigMap ``gangcheck-policy`` key ``policy.yaml`` (or ``--policy FILE``).
 
-A pydantic schema; every field has a default, so an empty document is the default policy.
+A pydantic schema; every field has a default, so ``{}`` is the default policy. An empty
+document (nothing, whitespace, only comments, ``~``/``null``) is *not* a policy: it is what a
+torn or unfinished write leaves, and reading it as "all defaults" would switch a ``mode: warn``
+webhook to enforce. :func:`parse_policy` refuses it (and the reloader keeps the last good one).
 ``Policy.engine_options()`` hands the engine the plain knobs it needs (the engine itself never
 imports pydantic, DESIGN.md layers).
 """
@@ -19,7 +22,16 @@ __all__ = ["Policy", "PolicyError", "load_policy", "parse_policy"]
 
 
 class PolicyError(ValueError):
-    """A policy that cannot be used; the message names the field and what was expected."""
+    """A policy that cannot be used; the message names the field and what was expected.
+
+    ``code`` says which kind of problem, for /readyz and metrics (no file text in it):
+    ``empty``, ``invalid_yaml``, ``not_a_mapping``, ``invalid_field``, ``not_utf8``,
+    ``unreadable``, ``missing`` (the ConfigMap or its key is gone), ``invalid`` (other).
+    """
+
+    def __init__(self, message: str, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Policy(BaseModel):
@@ -91,27 +103,34 @@ class Policy(BaseModel):
 
 
 def parse_policy(text: str, source: str = "policy") -> Policy:
-    """Parse policy YAML (empty → defaults).
+    """Parse policy YAML: one mapping of policy fields; ``{}`` is the default policy.
 
     Raises:
-        PolicyError: unparsable YAML, not a mapping, or a field that fails validation
-            (the message names each bad field and what was expected).
+        PolicyError: an empty document (nothing, whitespace, comments only, ``~``/``null``:
+            code ``empty``), unparsable YAML (``invalid_yaml``), not a mapping
+            (``not_a_mapping``), or a field that fails validation (``invalid_field``; the
+            message names each bad field and what was expected).
     """
     try:
-        data = yaml.safe_load(text) if text.strip() else {}
+        data = yaml.safe_load(text) if text.strip() else None  # whitespace (tabs too) is empty, not a YAML error
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {exc}") from None
+        raise PolicyError(f"{source}: not valid YAML: {exc}", "invalid_yaml") from None
+    except RecursionError:  # PyYAML's pure-Python loader recurses once per nesting level
+        raise PolicyError(f"{source}: not valid YAML: nested too deeply to read", "invalid_yaml") from None
     if data is None:
-        data = {}
+        raise PolicyError(
+            f"{source}: empty document, not a policy (an unfinished write?); write {{}} for the default policy",
+            "empty",
+        )
     if not isinstance(data, dict):
-        raise PolicyError(f"{source}: expected a mapping of policy fields, got {type(data).__name__}")
+        raise PolicyError(f"{source}: expected a mapping of policy fields, got {type(data).__name__}", "not_a_mapping")
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
         )
-        raise PolicyError(f"{source}: {problems}") from None
+        raise PolicyError(f"{source}: {problems}", "invalid_field") from None
 
 
 def load_policy(path: str | Path | None) -> Policy:
@@ -127,10 +146,7 @@ def load_policy(path: str | Path | None) -> Policy:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyError(f"{p}: cannot read policy file: {exc.strerror or exc}") from None
+        raise PolicyError(f"{p}: cannot read policy file: {exc.strerror or exc}", "unreadable") from None
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{p}: not a policy: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        return parse_policy(text, str(p))
-    except RecursionError:  # PyYAML's pure-Python loader recurses once per nesting level
-        raise PolicyError(f"{p}: not valid YAML: nested too deeply to read") from None
+        raise PolicyError(f"{p}: not a policy: not UTF-8 text ({exc.reason} at byte {exc.start})", "not_utf8") from None
+    return parse_policy(text, str(p))

@@ -4,6 +4,13 @@ for changes; an invalid new version is reported and the last good policy stays i
 Kubelet updates a mounted ConfigMap by swapping a symlink (``..data``), so a path watch misses
 it; hashing the file's bytes every ``interval`` seconds catches every change, whatever the
 mechanism.
+
+What is not a policy keeps the last good one in force (``valid`` false, the problem's code in
+``status()["problem"]``, /readyz and ``gangcheck_policy_problem``): invalid YAML or fields, a file
+that is not UTF-8 or cannot be read, an empty document (an unfinished write: nothing,
+whitespace, comments only, ``~``), and a policy ConfigMap (or its ``policy.yaml`` key) that
+disappears after one was applied (a delete-and-recreate must not switch a warn-mode webhook to
+enforce for a moment). ``{}`` is the way to ask for the default policy.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ class StaticPolicy:
 
     def status(self) -> dict:
         """JSON-ready detail for /readyz: ``{"source": "static", "valid": true, ...}``."""
-        return {"source": "static", "valid": True, "in_force": True, "error": None, "reloads": 0, "failures": 0}
+        return {"source": "static", "source_kind": "static", "valid": True, "in_force": True, "problem": None,
+                "error": None, "reloads": 0, "failures": 0}
 
     reloads = 0
     failures = 0
@@ -61,7 +69,9 @@ class PolicyReloader:
         self.reloads = 0
         self.failures = 0
         self.error: str | None = None
+        self.problem: str | None = None  # PolicyError.code of the pending error
         self.loaded_at: float | None = None
+        self._text_applied = False  # a policy from update_text() is in force
         self._digest: bytes | None = None
         self._policy: Policy | None = None
         self._lock = threading.Lock()
@@ -96,29 +106,48 @@ class PolicyReloader:
                 if self.error == msg:
                     return "unchanged"
                 self._digest = None
-                self._fail(msg)
+                self._fail(msg, "unreadable")
             return "failed"
         return self._apply(data, str(self.path), initial=initial)
 
     def update_text(self, text: str | None, source: str = "ConfigMap gangcheck-policy") -> str:
         """Apply policy YAML received some other way (e.g. the live cache's watch on the
-        ConfigMap; ``None`` = the ConfigMap or its key is gone → the default policy).
-        Same rules as ``check()``: invalid → last good kept. Never raises."""
-        return self._apply((text or "").encode("utf-8"), source)
+        ConfigMap). Same rules as ``check()``: invalid → last good kept. ``None`` means the
+        ConfigMap or its key is absent: before any ConfigMap policy was applied the current
+        (default) policy stays; after one was, it stays in force and the absence is reported
+        (code ``missing``) until the ConfigMap is back. Never raises."""
+        if text is None:
+            with self._lock:
+                if not self._text_applied:
+                    return "unchanged"
+                msg = (f"{source}: the policy ConfigMap or its policy.yaml key is gone; keeping the last good "
+                       "policy (write {} for the default policy)")
+                if self.error == msg:
+                    return "unchanged"
+                self._digest = None
+                self._fail(msg, "missing")
+            return "failed"
+        return self._apply(text.encode("utf-8", errors="surrogatepass"), source, from_text=True)
 
-    def _apply(self, data: bytes, source: str, *, initial: bool = False) -> str:
+    def _apply(self, data: bytes, source: str, *, initial: bool = False, from_text: bool = False) -> str:
         with self._lock:
             digest = hashlib.sha256(data).digest()
             if digest == self._digest:
                 return "unchanged"
             self._digest = digest
             try:
-                policy = parse_policy(data.decode("utf-8", errors="replace"), source)
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise PolicyError(f"{source}: not UTF-8 text (byte {exc.start})", "not_utf8") from None
+                policy = parse_policy(text, source)
             except PolicyError as exc:
-                self._fail(str(exc))
+                self._fail(str(exc), getattr(exc, "code", "invalid"))
                 return "failed"
             self._policy = policy
+            self._text_applied = from_text
             self.error = None
+            self.problem = None
             self.loaded_at = time.time()
             if not initial:
                 self.reloads += 1
@@ -127,9 +156,10 @@ class PolicyReloader:
             self.on_change("reloaded", self)
         return "reloaded"
 
-    def _fail(self, msg: str) -> None:
+    def _fail(self, msg: str, code: str = "invalid") -> None:
         self.failures += 1
         self.error = msg
+        self.problem = code
         if self._policy is not None:
             log.error("invalid policy, keeping the last good one: %s", msg)
         else:
@@ -141,12 +171,18 @@ class PolicyReloader:
                 log.exception("policy on_change callback failed")
 
     def status(self) -> dict:
-        """``{"source", "valid", "in_force", "error", "reloads", "failures", "loaded_at", "mode"}``:
-        ``valid`` false with ``in_force`` true means the file is invalid and the last good policy
-        (loaded at ``loaded_at``, Unix seconds) is still applied."""
+        """``{"source", "source_kind", "valid", "in_force", "problem", "error", "reloads",
+        "failures", "loaded_at", "mode"}``: ``valid`` false with ``in_force`` true means the
+        latest version is not a policy and the last good one (loaded at ``loaded_at``, Unix
+        seconds) is still applied; ``problem`` is its ``PolicyError.code``, ``error`` the full
+        text (it names the file and quotes the parser: /readyz shows it only on request from
+        loopback). ``source_kind``: ``file``, ``configmap`` or ``default``."""
         p = self._policy
+        kind = "file" if self.path else ("configmap" if self._text_applied or self.error else "default")
         return {
-            "source": str(self.path) if self.path else "default",
+            "source": str(self.path) if self.path else ("ConfigMap" if kind == "configmap" else "default"),
+            "source_kind": kind,
+            "problem": self.problem,
             "valid": self.valid,
             "in_force": p is not None,
             "error": self.error,

@@ -3,16 +3,21 @@
 Endpoints:
 
 - ``POST /validate``, ``POST /mutate``: AdmissionReview ``admission.k8s.io/v1`` in and out. Bodies
-  that are not JSON, not an AdmissionReview v1, lack ``request.uid`` or exceed 3 MiB get HTTP 400
-  with a one-line ``text/plain`` reason. Everything else gets HTTP 200 with an AdmissionReview:
-  never a 500. The check reads ``source.snapshot()`` (no API call), runs in a worker thread under
+  that are not strict JSON (UTF-8 only; no NaN/Infinity; :func:`decode_json`), not an
+  AdmissionReview v1 (``admission.parse_review``: a field of the wrong type is named), lack
+  ``request.uid`` or exceed 3 MiB get HTTP 400 with a one-line ``text/plain`` reason; a
+  Content-Type other than ``application/json`` gets 415; a body not received within
+  ``body_timeout`` 408 (headers: ``WebhookServer``'s bounds, 408/431). Everything else gets
+  HTTP 200 with an AdmissionReview: never a 500. The check reads ``source.snapshot()`` (no API call), runs in a worker thread under
   a time budget, and **fails open** (allowed + one warning + ``gangcheck_webhook_fail_open_total``)
   when the source is not ready, its data is older than ``policy.stale_after_seconds``, no valid
   policy was ever loaded, the check runs past its budget, or anything raises.
 - ``GET /healthz``: 200 while the process serves.
 - ``GET /readyz``: 200 when the source is ready (every informer synced) and a valid policy is in
-  force, else 503; JSON detail (source status, policy status incl. a rejected reload's error,
-  data age).
+  force, else 503; JSON detail: states, counts and codes (source informers, policy validity and
+  the code of a rejected version's problem, data age). ``?verbose=1`` from a loopback address
+  adds the names and texts (policy path and parser error, source name, informer errors).
+- One JSON line per decision on the logger ``gangcheck.decision`` (``decision_log``).
 - ``GET /metrics``: Prometheus text.
 
 The API server's TLS client sees the certificate from ``--tls-cert``/``--tls-key``;
@@ -29,8 +34,10 @@ import functools
 import dataclasses
 import hashlib
 import inspect
+import ipaddress
 import json
 import logging
+import math
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -46,6 +53,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from . import admission as adm
 from .adapters import AdapterError
+from .http_protocol import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES
+from .decision_log import DECISION_LOGGER, RateLimiter, decision_line, decision_record
 from .engine.evaluate import evaluate, expected_wait
 from .policy_reload import PolicyReloader, as_policy_provider
 from .sources import SnapshotSource, StaticSource
@@ -60,6 +69,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 #: Seconds a check may take before the webhook fails open (the webhook configurations give the
 #: API server 5 s; this leaves room for the network and TLS).
 DEFAULT_TIME_BUDGET = 2.0
+#: Seconds to receive a request body after its headers (the API server itself gives up on the
+#: whole call after the webhook's timeoutSeconds, 5 s in manifests/).
+DEFAULT_BODY_TIMEOUT = 5.0
 
 _JSON = "application/json"
 
@@ -142,6 +154,11 @@ class _Metrics:
             "gangcheck_webhook_fail_open", "Requests admitted without a check, by reason.",
             ["endpoint", "reason"], registry=registry,
         )
+        self.skipped = Counter(
+            "gangcheck_webhook_skipped", "Requests admitted unchanged without a check, by endpoint and reason "
+            "(operation, no_object, exempt_namespace, unsupported_kind, owned_by_checked_kind).",
+            ["endpoint", "reason"], registry=registry,
+        )
         self.cert_reloads = Counter(
             "gangcheck_tls_certificate_reloads", "Serving certificate reloads.", registry=registry,
         )
@@ -161,16 +178,25 @@ class _StateCollector:
         reloads = CounterMetricFamily("gangcheck_policy_reloads", "Policy reloads applied.")
         failures = CounterMetricFamily("gangcheck_policy_reload_failures", "Policy versions rejected as invalid.")
         valid = GaugeMetricFamily("gangcheck_policy_valid", "1 when the latest policy version is valid.")
+        problem = GaugeMetricFamily(
+            "gangcheck_policy_problem",
+            "1 for the code of the latest policy version's problem while the last good policy stays in force "
+            "(empty, invalid_yaml, not_a_mapping, invalid_field, not_utf8, unreadable, missing).",
+            labels=["problem"],
+        )
         try:
             st = self.policy.status()
             reloads.add_metric([], float(st.get("reloads") or 0))
             failures.add_metric([], float(st.get("failures") or 0))
             valid.add_metric([], 1.0 if st.get("valid") else 0.0)
+            if st.get("problem"):
+                problem.add_metric([str(st["problem"])], 1.0)
         except Exception:  # pragma: no cover - metrics never break a scrape
             pass
         yield reloads
         yield failures
         yield valid
+        yield problem
 
         ready = GaugeMetricFamily("gangcheck_cache_ready", "1 when every informer has synced.")
         age = GaugeMetricFamily("gangcheck_cache_age_seconds", "Seconds since the cluster view was last known current.")
@@ -231,21 +257,170 @@ def _informers(status: Any):
     return out
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+class _BodyIncomplete(_BadRequest):
+    """A 4xx sent before the whole body was read: the connection is closed after it."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+#: After a read deadline passes, data that already arrived (a pause: SIGSTOP, CPU throttling;
+#: the event loop runs its timers before it reads sockets) is still read as long as each chunk
+#: comes within this many seconds, up to twice the deadline in all.
+READ_GRACE_SECONDS = 0.1
+
+
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request body, at most ``limit`` bytes, read within ``timeout`` seconds.
+
+    Raises:
+        _BodyIncomplete: 400 for a Content-Length or body over ``limit`` or an invalid
+            Content-Length; 408 when the body is not complete after ``timeout`` seconds (a
+            slow client, a chunk size that never arrives, e.g. 2^64). Past the deadline, what
+            already arrived is still read while chunks follow each other within
+            :data:`READ_GRACE_SECONDS`, up to twice ``timeout`` (or 1 s after the deadline was
+            first seen to have passed, if later): a request the server received during a
+            pause is answered, a trickling client is not waited for.
+    """
     cl = request.headers.get("content-length")
     if cl is not None:
         try:
-            if int(cl) > limit:
-                raise _BadRequest(f"request body of {int(cl)} bytes exceeds the {limit}-byte limit")
+            n = int(cl)
         except ValueError:
-            raise _BadRequest("invalid Content-Length header") from None
+            raise _BodyIncomplete("invalid Content-Length header") from None
+        if n > limit:
+            raise _BodyIncomplete(f"request body of {n} bytes exceeds the {limit}-byte limit")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    deadline = start + timeout
+    hard: float | None = None  # set once the deadline has passed
     chunks, size = [], 0
-    async for chunk in request.stream():
+    receive = request.receive
+    while True:
+        now = loop.time()
+        wait = deadline - now
+        if wait <= 0:
+            if hard is not None:
+                raise _BodyIncomplete(f"request body not received within {timeout:g}s", 408)
+            # First time past the deadline: look once more at what already arrived (after a
+            # pause the loop's timers run before it reads the sockets), then keep reading while
+            # chunks follow each other closely, up to twice the timeout or 1 s past this point.
+            hard = max(start + 2 * timeout, now + 10 * READ_GRACE_SECONDS)
+            deadline = now + READ_GRACE_SECONDS
+            continue
+        try:
+            message = await asyncio.wait_for(receive(), wait)
+        except asyncio.TimeoutError:
+            continue  # the loop above decides: a look at what arrived, or 408
+        if message.get("type") != "http.request":
+            raise _BodyIncomplete("client disconnected before sending the whole body")
+        chunk = message.get("body") or b""
         size += len(chunk)
         if size > limit:
-            raise _BadRequest(f"request body exceeds the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise _BodyIncomplete(f"request body exceeds the {limit}-byte limit")
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+        if hard is not None:
+            deadline = min(loop.time() + READ_GRACE_SECONDS, hard)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if v in (math.inf, -math.inf):
+        raise ValueError(f"number {_one_line(text, 40)} is out of range for a 64-bit float")
+    return v
+
+
+def _content_type_problem(value: str | None) -> str | None:
+    """Why a Content-Type is refused (HTTP 415), or None. Absent, or ``application/json``
+    (parameters allowed; a ``charset`` must be ``utf-8``) are accepted: the API server sends
+    ``application/json``, and JSON exchanged between systems is UTF-8 (RFC 8259 §8.1)."""
+    if value is None:
+        return None
+    mtype, _, params = value.partition(";")
+    mtype = mtype.strip().lower()
+    if mtype != "application/json":
+        return f"Content-Type {_one_line(value, 60)!r} is not supported; send application/json"
+    for param in params.split(";"):
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset" and val.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return f"charset {_one_line(val.strip(), 30)!r} is not supported; send application/json in UTF-8"
+    return None
+
+
+def decode_json(body: bytes) -> Any:
+    """Decode an AdmissionReview body as strict JSON.
+
+    UTF-8 only (no byte order mark, no UTF-16/32 detection as ``json.loads`` of bytes would
+    do), no ``NaN``/``Infinity`` literals, no number beyond a 64-bit float, and lone UTF-16
+    surrogate escapes replaced by U+FFFD (``admission.replace_lone_surrogates``), as Go's
+    encoding/json in the API server decodes them.
+
+    Raises:
+        _BadRequest: "body is not valid JSON: <why>", one line.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BadRequest(f"body is not valid JSON: not UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        raise _BadRequest("body is not valid JSON: starts with a byte order mark")
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        if adm.may_hold_surrogates(body):
+            doc = adm.replace_lone_surrogates(doc)
+    except RecursionError:
+        raise _BadRequest("body is not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise _BadRequest(f"body is not valid JSON: {exc}") from None
+    return doc
+
+
+_PUBLIC_POLICY_KEYS = ("source_kind", "valid", "in_force", "problem", "mode", "reloads", "failures", "loaded_at")
+
+
+def _public_policy_status(st: Any) -> dict:
+    """The policy status without the file path or the error's text (its code stays)."""
+    if not isinstance(st, dict):
+        return {}
+    out = {k: st.get(k) for k in _PUBLIC_POLICY_KEYS if k in st}
+    out.setdefault("source_kind", "file" if st.get("source") not in (None, "default", "static") else st.get("source"))
+    return out
+
+
+def _public_value(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, float))
+
+
+def _public_source_status(st: Any) -> dict:
+    """The source status with numbers, booleans and ``kind`` only (no names, hosts, errors)."""
+    if not isinstance(st, dict):
+        return {}
+    out: dict[str, Any] = {k: v for k, v in st.items() if _public_value(v)}
+    if isinstance(st.get("kind"), str):
+        out["kind"] = st["kind"]
+    inf = st.get("informers")
+    if isinstance(inf, dict):
+        out["informers"] = {
+            str(name): {k: v for k, v in info.items() if _public_value(v)}
+            for name, info in inf.items() if isinstance(info, dict)
+        }
+    return out
+
+
+def _is_loopback(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -264,6 +439,8 @@ def create_app(
     registry: CollectorRegistry | None = None,
     decision_cache: int = 256,
     wait_budget: float = 0.05,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    traceback_interval: float = 60.0,
 ) -> FastAPI:
     """Build the webhook's FastAPI app.
 
@@ -283,6 +460,10 @@ def create_app(
         wait_budget: seconds a Waits answer waits for its expected-wait estimate (computed in
             a worker, cached per gang and snapshot); past it the answer says "unknown" and the
             estimate finishes in the background for the next request. 0 turns estimates off.
+        body_timeout: seconds to receive a request body once its headers are in; past it
+            the answer is 408 (headers are bounded by ``WebhookServer(header_timeout=)``).
+        traceback_interval: at most one traceback per exception type (and one line per 4xx
+            status) is logged in this many seconds; the decision line is always logged.
 
     Returns:
         The app; ``app.state.metrics`` holds the metric objects, ``app.state.source`` and
@@ -298,6 +479,28 @@ def create_app(
     pending = [0]  # evaluations submitted and not finished (event-loop thread only)
     max_pending = max(1, workers) * 16
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gangcheck-check")
+    decisions = logging.getLogger(DECISION_LOGGER)
+    tracebacks, bad_requests = RateLimiter(traceback_interval), RateLimiter(traceback_interval)
+
+    def _decision_log(endpoint: str, req: adm.ReviewRequest, verdict: str, outcome: str, elapsed: float, note: dict) -> None:
+        if not decisions.isEnabledFor(logging.INFO):
+            return
+        try:
+            decisions.info(decision_line(decision_record(endpoint, req, verdict, outcome, elapsed, note)))
+        except Exception:  # pragma: no cover - the log never breaks an answer
+            pass
+
+    def _traceback_log(exc: BaseException, uid: str) -> None:
+        ok, suppressed = tracebacks.allow(type(exc).__name__)
+        if ok:
+            more = f" ({suppressed} more {type(exc).__name__} since the last traceback)" if suppressed else ""
+            log.error("internal error while checking %s, admitted without a check%s", uid, more, exc_info=exc)
+
+    def _bad_request_log(status: int, text: str) -> None:
+        ok, suppressed = bad_requests.allow(str(status))
+        if ok:
+            more = f" ({suppressed} more since the last one logged)" if suppressed else ""
+            log.warning("HTTP %d: %s%s", status, _one_line(text, 200), more)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -330,39 +533,49 @@ def create_app(
         t0 = time.perf_counter()
         verdict, outcome = "none", "error"
         metrics.in_flight.labels(endpoint).inc()
+        req: adm.ReviewRequest | None = None
+        note: dict[str, Any] = {}
         try:
             try:
-                body = await _read_body(request, max_body_bytes)
-                try:
-                    doc = json.loads(body)
-                except (ValueError, RecursionError) as exc:
-                    raise _BadRequest(f"body is not valid JSON: {exc}") from None
+                problem = _content_type_problem(request.headers.get("content-type"))
+                if problem is not None:
+                    raise _BodyIncomplete(problem, 415)
+                body = await _read_body(request, max_body_bytes, body_timeout)
+                doc = decode_json(body)
                 try:
                     req = adm.parse_review(doc)
                 except adm.BadReview as exc:
                     raise _BadRequest(str(exc)) from None
             except _BadRequest as exc:
                 outcome = "bad_request"
-                return Response(_one_line(str(exc)) + "\n", status_code=400, media_type="text/plain")
+                status = getattr(exc, "status", 400)
+                headers = {"connection": "close"} if isinstance(exc, _BodyIncomplete) else None
+                _bad_request_log(status, str(exc))
+                return Response(_one_line(str(exc)) + "\n", status_code=status, media_type="text/plain", headers=headers)
             except Exception as exc:  # client went away mid-body, etc.
                 outcome = "bad_request"
                 return Response(_one_line(f"could not read the request body: {type(exc).__name__}") + "\n",
-                                status_code=400, media_type="text/plain")
+                                status_code=400, media_type="text/plain", headers={"connection": "close"})
 
             reason_key: str | None = None
             try:
-                review, verdict, outcome, reason_key = await _decide(req, endpoint == "mutate")
+                review, verdict, outcome, reason_key = await _decide(req, endpoint == "mutate", note)
             except Exception as exc:
-                log.exception("internal error while checking %s", req.uid)
+                _traceback_log(exc, req.uid)
                 review = adm.fail_open_response(req.uid, f"internal error ({type(exc).__name__})")
                 outcome, reason_key = "fail_open", "internal_error"
+                note["error"] = type(exc).__name__
             if reason_key:
                 metrics.fail_open.labels(endpoint, reason_key).inc()
-            return Response(json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), media_type=_JSON)
+                note["fail_open"] = reason_key
+            return Response(adm.review_bytes(review), media_type=_JSON)
         finally:
+            elapsed = time.perf_counter() - t0
             metrics.in_flight.labels(endpoint).dec()
             metrics.requests.labels(endpoint, verdict, outcome).inc()
-            metrics.latency.labels(endpoint, verdict, outcome).observe(time.perf_counter() - t0)
+            metrics.latency.labels(endpoint, verdict, outcome).observe(elapsed)
+            if req is not None:
+                _decision_log(endpoint, req, verdict, outcome, elapsed, note)
 
     async def _with_wait(snap, gang, options, key: str, decision):
         """Attach the expected wait: from the cache, or computed in a worker within
@@ -397,12 +610,15 @@ def create_app(
                 return decision
         return dataclasses.replace(decision, expected_wait=est) if est else decision
 
-    async def _decide(req: adm.ReviewRequest, mutate: bool) -> tuple[dict, str, str, str | None]:
+    async def _decide(req: adm.ReviewRequest, mutate: bool, note: dict) -> tuple[dict, str, str, str | None]:
+        """(review, verdict, outcome, fail-open reason); ``note`` gets the decision log's extras."""
         pol = policy.current()
         if pol is None:
             return adm.fail_open_response(req.uid, "no valid policy loaded"), "none", "fail_open", "policy_invalid"
-        skip = adm.skip_reason(req, pol)
-        if skip is not None:
+        skipped = adm.skip(req, pol)
+        if skipped is not None:
+            metrics.skipped.labels("mutate" if mutate else "validate", skipped[0]).inc()
+            note["skip"] = skipped[0]
             return adm.allowed_response(req.uid), "none", "skipped", None
         if not source.ready:
             return adm.fail_open_response(req.uid, "cluster cache not synced yet"), "none", "fail_open", "not_ready"
@@ -441,6 +657,7 @@ def create_app(
             cache.put(snap, key, decision)
         if decision.verdict == "Waits" and decision.expected_wait is None and wait_budget > 0:
             decision = await _with_wait(snap, gang, options, key, decision)
+        note["reasons"] = list(decision.reasons)
         if mutate:
             resp = adm.mutate_response(req.uid, req.obj, decision, pol, clock())
         else:
@@ -460,19 +677,25 @@ def create_app(
         return Response(b'{"ok":true}', media_type=_JSON)
 
     @app.get("/readyz")
-    async def readyz() -> Response:
+    async def readyz(request: Request) -> Response:
+        # Anyone who reaches the Service can read /readyz: by default it holds states, counts
+        # and codes only. ``?verbose=1`` from loopback (kubectl port-forward, exec) adds what
+        # names files and hosts or quotes a parser: the policy's path and error text, the
+        # source's name and its informers' last errors.
+        verbose = request.query_params.get("verbose") not in (None, "", "0", "false") and _is_loopback(request)
         detail: dict[str, Any] = {}
         try:
             src_ready = bool(source.ready)
-            detail["source"] = source.status()
+            st = source.status()
+            detail["source"] = st if verbose else _public_source_status(st)
             detail["age_seconds"] = round(float(source.age_seconds()), 3)
         except Exception as exc:
             src_ready = False
-            detail["source"] = {"error": _one_line(f"{type(exc).__name__}: {exc}")}
+            detail["source"] = {"error": _one_line(f"{type(exc).__name__}: {exc}") if verbose else type(exc).__name__}
         pol_status = policy.status()
-        detail["policy"] = pol_status
-        pol_ok = policy.current() is not None
+        detail["policy"] = pol_status if verbose else _public_policy_status(pol_status)
         cur = policy.current()
+        pol_ok = cur is not None
         if cur is not None and "age_seconds" in detail:
             detail["stale"] = detail["age_seconds"] > cur.stale_after_seconds
         ready = src_ready and pol_ok
@@ -514,14 +737,25 @@ class WebhookServer:
     connections keep theirs. A pair that does not load (e.g. key and certificate written a
     moment apart) keeps the old one and is retried on the next poll.
 
+    Connections: headers must arrive within ``header_timeout`` seconds of the connection's
+    start or of a request's first byte and fit in ``max_header_bytes`` (else 408 / 431 and
+    close; the body is bounded by ``create_app(body_timeout=)``); an idle keep-alive
+    connection is closed after ``keep_alive_timeout`` seconds, but never while a request is
+    already waiting in its socket (after a pause of the process: see ``http_protocol``).
+    No ``server`` response header.
+
     Attributes: ``port`` (the bound port, also when 0 was asked), ``cert_reloads``,
     ``cert_reload_failures``.
     """
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8443, certfile: str | Path = "certs/tls.crt",
                  keyfile: str | Path = "certs/tls.key", *, cert_poll_interval: float = 2.0,
-                 log_level: str = "warning", access_log: bool = False) -> None:
+                 log_level: str = "warning", access_log: bool = False,
+                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+                 keep_alive_timeout: float = 5.0) -> None:
         import uvicorn
+
+        from .http_protocol import protocol_class
 
         self.app = app
         self.host, self.port = host, port
@@ -532,8 +766,19 @@ class WebhookServer:
         self.config = uvicorn.Config(
             app, host=host, port=port, ssl_certfile=self.certfile, ssl_keyfile=self.keyfile,
             log_level=log_level, access_log=access_log, lifespan="on", timeout_graceful_shutdown=5,
+            # httptools with bounded header reads and pause-proof close timers (http_protocol.py);
+            # no "server: uvicorn" header (it names the stack to anyone who connects).
+            http=protocol_class(header_timeout=header_timeout, max_header_bytes=max_header_bytes),
+            timeout_keep_alive=keep_alive_timeout, server_header=False,
         )
         self.server = uvicorn.Server(self.config)
+        # A client can make uvicorn log a line per bad request ("Invalid HTTP request
+        # received."): one per message and minute is enough.
+        from .decision_log import RateLimitFilter
+
+        err = logging.getLogger("uvicorn.error")
+        if not any(isinstance(f, RateLimitFilter) for f in err.filters):
+            err.addFilter(RateLimitFilter())
         self._thread: threading.Thread | None = None
         self._digest = _digest(self.certfile, self.keyfile)
         self._error: BaseException | None = None
@@ -681,6 +926,9 @@ def serve(cluster: str = "demo", policy_path: str | None = None, host: str = "12
             raise FileNotFoundError(f"{f}: no such file; create certificates with `gangcheck certs --out {Path(f).parent}`")
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .decision_log import configure as log_decisions_to
+
+    log_decisions_to(None)  # one JSON line per decision on stdout; everything else on stderr
     reloader = PolicyReloader(policy_path, interval=policy_poll_interval)
     if source is not None:
         src = source
