@@ -75,6 +75,14 @@ def test_check_response_flags_contract_breaks(resp, expected):
     assert expected in fails
 
 
+def test_check_response_uid_with_surrogates():
+    """A lone surrogate in request.uid: an exact echo or U+FFFD in its place; anything else fails."""
+    step = fz.Step("/validate", fz.encode(_review(uid="a\ud800")))
+    for uid, ok in (("a\ud800", True), ("a\ufffd", True), ("a", False), ("a?", False)):
+        fails, _ = fz.check_response(step, 200, JSON, _answer({"uid": uid, "allowed": True}))
+        assert ("contract:uid_not_echoed" not in fails) is ok, uid
+
+
 def test_check_response_patches():
     obj = {"metadata": {"name": "x", "annotations": {"a": "b"}}}
     step = fz.Step("/mutate", fz.encode(_review(obj=obj)), obj=obj)
