@@ -1103,6 +1103,18 @@ def cause_of(m: Mutation) -> str:
     return f"{m.tag}@{key}"
 
 
+def _big_count(m: Mutation) -> bool:
+    """A mutation that sets a count field (replicas, minMember, pod-group-total-count, …) to ≥ 10^6."""
+    if not m.path or (m.path[-1] not in INT32_COUNT_KEYS and m.path[-1] != "kueue.x-k8s.io/pod-group-total-count"):
+        return False
+    v = m.value
+    try:
+        return (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1e6) or \
+            (isinstance(v, str) and v.isdigit() and len(v) >= 7)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 class Runner:
     """Sends the cases over ``connections`` threads until ``requests`` were sent or ``time_limit`` passed."""
 
@@ -1118,7 +1130,7 @@ class Runner:
         self.sent = 0
         self.stop = threading.Event()
         self.conns: list[Conn] = []
-        self.recent: list[tuple[float, int, str]] = []  # (time, case, what) of recent mutate cases with big numbers
+        self.recent: list[tuple[float, int, str]] = []  # (time, case, what) of recent cases setting a count ≥ 10^6
 
     def _record(self, family: str, case: int, step: Step, fails: list[str], resp, status: int, dt: float,
                 before: list | None = None, detail: str = "", group: str | None = None) -> None:
@@ -1190,7 +1202,7 @@ class Runner:
         step = steps[0]
         with self.lock:
             self.s.by_family[family] += 1
-            if any(m.tag in ("numeric_string", "int32_overflow", "huge_int", "int64_overflow", "float") for m in step.muts):
+            if any(_big_count(m) for m in step.muts):
                 self.recent = [r for r in self.recent if r[0] > time.monotonic() - RSS_WINDOW_S][-20:]
                 self.recent.append((time.monotonic(), i, "; ".join(m.describe() for m in step.muts)[:200]))
         fails, resp, status = self.send(conn, family, i, step)
@@ -1253,12 +1265,12 @@ class Runner:
                 if st.get("VmRSS", 0) - last > RSS_JUMP_MB * 1024:
                     self.rss_hist = [st.get("VmRSS", 0)]
                     # One input made the server allocate this much within a sampling interval: name
-                    # the recent cases with big numbers in them (a background estimate may lag).
+                    # the recent cases that set a count to ≥ 10^6 (a background estimate may lag).
                     g = "rss_jump"
                     self.s.failures[g] += 1
                     lst = self.s.samples.setdefault(g, [])
                     if len(lst) < SAMPLES:
-                        sus = [f"case {c}: {w}" for _, c, w in self.recent[-5:]] or ["(no recent case with big numbers)"]
+                        sus = [f"case {c}: {w}" for _, c, w in self.recent[-5:]] or ["(no recent case set a count ≥ 10^6)"]
                         lst.append(Sample(g, self.recent[-1][1] if self.recent else -1, "mutate", [],
                                           f"RSS {last // 1024} → {st['VmRSS'] // 1024} MiB within {RSS_SAMPLE_S * RSS_JUMP_SAMPLES:g}s; "
                                           f"recent suspects: " + " | ".join(sus)))
