@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test run check-examples certs bench clean help controlplane controlplane-or-skip e2e
+.PHONY: install test run check-examples certs bench fuzz clean help controlplane controlplane-or-skip e2e
 
 # The e2e tier needs kube-apiserver, etcd, kube-scheduler and kubectl built from source (Go).
 # `make test` builds them first when `go` is on PATH (once; cached in ~/.cache/gangcheck) and the
@@ -18,6 +18,7 @@ help:
 	@echo "make install - only create .venv/ and install the package (gangcheck is then .venv/bin/gangcheck)"
 	@echo "make check-examples - run 'gangcheck check' on every example against the demo cluster"
 	@echo "make bench  - run the benchmarks under bench/"
+	@echo "make fuzz   - 100,000 seeded requests against a live 'serve --cluster demo' (bench/fuzz.py; FUZZ_ARGS=...)"
 	@echo "make controlplane - build etcd, kube-apiserver, kube-scheduler, kubectl for the e2e tier (Go; cached)"
 	@echo "make e2e    - run only the e2e tier (local control plane, or KUBECONFIG + GANGCHECK_E2E_USE_KUBECONFIG=1)"
 
@@ -58,6 +59,11 @@ check-examples: install
 
 bench: install
 	$(PY) bench/engine.py
+
+# Starts its own server on a free loopback port, stops by itself; reproducers go to fuzz-out/.
+FUZZ_ARGS ?= --requests 100000 --seed 17
+fuzz: install
+	$(PY) bench/fuzz.py $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
