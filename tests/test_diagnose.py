@@ -91,7 +91,7 @@ def test_c08_orphan_podgroups_listed_and_fix_deletes_them():
     assert q["status"] == "blocking"
     fix = rep["fixes"][0]
     assert fix["action"] == "release-reservations" and fix["displaced_pods"] == 0
-    assert "kubectl -n default delete podgroup pg-0" in fix["commands"]
+    assert fix["commands"] == ["kubectl -n default delete podgroup pg-0 pg-1 pg-2 pg-3"]
     assert "orphan PodGroups (4): default/pg-0" in render_diagnosis(rep)
 
 
@@ -170,3 +170,26 @@ def test_default_options_match_the_default_policy_without_pydantic():
                           "webhook.diagnose._options(None); print('pydantic' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue #17 item 14: no silent cut
+
+
+def test_text_shows_every_command_of_a_fix_or_how_to_list_the_rest():
+    # 3 NotReady + 8 cordoned: both commands shown whole (the text used to stop at 3 commands).
+    nodes = ([node("ok")] + [node(f"nr{i}", ready=False) for i in range(3)]
+             + [node(f"c{i}", unschedulable=True) for i in range(8)])
+    text = render_diagnosis(diagnose(snapshot(nodes), gang(pod_set("w", 12, gpu=8), kind="Job", name="g"), 0.0))
+    assert "      $ kubectl describe node nr0 nr1 nr2   # NotReady" in text
+    assert "      $ kubectl uncordon c0 c1 c2 c3 c4 c5 c6 c7   # once their maintenance is over" in text
+    # 14 device plugins to restart: 11 shown, then the command that lists all 14.
+    nodes = [node(f"d{i:02}", alloc_gpu=0) for i in range(14)]
+    pods = [pod(f"nvidia-device-plugin-{i:02}", f"d{i:02}", ns="gpu-operator", owner_kind="DaemonSet") for i in range(14)]
+    rep = diagnose(snapshot(nodes, pods), gang(pod_set("w", 14, gpu=8), kind="Job", name="g"), 0.0)
+    assert rep["fixes"][0]["action"] == "repair" and len(rep["fixes"][0]["commands"]) == 14
+    lines = render_diagnosis(rep).splitlines()
+    at = lines.index("      $ kubectl -n gpu-operator delete pod nvidia-device-plugin-00   # restart the device plugin on d00")
+    assert lines[at + 10] == "      $ kubectl -n gpu-operator delete pod nvidia-device-plugin-10   # restart the device plugin on d10"
+    assert lines[at + 11] == ("      … and 3 more command(s), every one in order: gangcheck diagnose job/g -n default "
+                              "--cluster CLUSTER -o json | jq -r '.fixes[0].commands[]'")
+

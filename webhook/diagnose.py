@@ -58,6 +58,8 @@ __all__ = [
 DEVICE_PLUGIN_NAMESPACES = ("gpu-operator", "nvidia-device-plugin", "kube-system", "nvidia-gpu-operator")
 GPU_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product")
 SAMPLES = 3
+#: Commands of one fix shown in the text; past it the last line says how to list all of them.
+COMMANDS_SHOWN = 12
 
 
 def _q(x: str) -> str:
@@ -729,9 +731,24 @@ def render_diagnosis(report: dict) -> str:
             buys.append("enough alone" if f["sufficient"] else "not enough alone")
             lines.append(f"{i:>2}. [{f['action']}] {f['summary']}")
             lines.append(f"      cost: {cost}; buys: {', '.join(buys)}")
-            for cmd in f["commands"][:3]:
+            cmds = f["commands"]
+            shown = cmds if len(cmds) <= COMMANDS_SHOWN else cmds[:COMMANDS_SHOWN - 1]
+            for cmd in shown:
                 lines.append(f"      $ {cmd}")
+            if len(shown) < len(cmds):
+                lines.append(f"      … and {len(cmds) - len(shown)} more command(s), every one in order: "
+                             f"{_json_invocation(report)} | jq -r '.fixes[{i - 1}].commands[]'")
     return "\n".join(lines)
+
+
+def _json_invocation(report: dict) -> str:
+    """The command that prints ``report`` as JSON (``report["invocation"]``, set by the CLI),
+    for pointing at the parts the text leaves out."""
+    inv = report.get("invocation")
+    if inv:
+        return inv
+    g = report["gang"]
+    return f"gangcheck diagnose {_q(g['kind'].lower() + '/' + g['name'])} -n {_q(g['namespace'])} --cluster CLUSTER -o json"
 
 
 # ---------------------------------------------------------------- fragmentation
