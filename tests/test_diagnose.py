@@ -193,3 +193,45 @@ def test_text_shows_every_command_of_a_fix_or_how_to_list_the_rest():
     assert lines[at + 11] == ("      … and 3 more command(s), every one in order: gangcheck diagnose job/g -n default "
                               "--cluster CLUSTER -o json | jq -r '.fixes[0].commands[]'")
 
+
+# ---------------------------------------------------------------- issue #17 item 16: every gang of a file
+
+
+def _two_gang_manifest():
+    import yaml
+
+    doc = load_documents(EXAMPLE)[1][0]
+    second = json.loads(json.dumps(doc))
+    second["metadata"]["name"] = "llama-8b-sft"
+    for spec in second["spec"]["pytorchReplicaSpecs"].values():
+        spec["replicas"] = 1
+    return doc, second, yaml
+
+
+def test_diagnose_every_gang_of_a_multi_document_file(tmp_path, capsys):
+    doc, second, yaml = _two_gang_manifest()
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump_all([doc, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, second]))
+    assert main(["diagnose", str(path), "--cluster", "demo", "-o", "json"]) == 2      # as check: a kind it does not check
+    assert "unsupported kind v1/ConfigMap" in capsys.readouterr().err
+    assert main(["diagnose", str(path), "--cluster", "demo", "--skip-unsupported", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert isinstance(out, list) and [r["gang"]["name"] for r in out] == ["llama-70b-pretrain", "llama-8b-sft"]
+    assert out[0]["invocation"].endswith("-o json | jq '.[0]'")
+    assert main(["diagnose", str(path), "--cluster", "demo", "--skip-unsupported"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("=== gang 1 of 2: PyTorchJob llm/llama-70b-pretrain ===\n(manifest ")
+    assert "\n=== gang 2 of 2: PyTorchJob llm/llama-8b-sft ===\n" in text
+    assert text.count("Why is PyTorchJob") == 2
+
+
+def test_diagnose_every_gang_of_a_directory(tmp_path, capsys):
+    doc, second, yaml = _two_gang_manifest()
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(second))
+    assert main(["diagnose", str(tmp_path), "--cluster", "demo", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(r["gang"]["name"] for r in out) == ["llama-70b-pretrain", "llama-8b-sft"]
+    # One gang: one report, not a list (as check).
+    assert main(["diagnose", str(tmp_path / "b.yaml"), "--cluster", "demo", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gang"]["name"] == "llama-8b-sft"

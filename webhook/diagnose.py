@@ -994,6 +994,8 @@ def add_commands(sub) -> None:
     d.add_argument("--cluster", required=True, metavar="PATH|demo|live", help="cluster dump, 'demo', or 'live' (kubeconfig)")
     d.add_argument("--policy", metavar="FILE", help="policy YAML (resource names, transient taints)")
     d.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    d.add_argument("--skip-unsupported", action="store_true",
+                   help="in a manifest file, skip documents of kinds gangcheck does not check instead of failing with exit 2")
     d.add_argument("--now", type=float, default=None, help="reference time, epoch seconds (default: the demo's time for demo, else the clock)")
     d.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
     f = sub.add_parser("fragmentation", help="free GPUs by node, stranded GPUs and a heatmap for one pod shape")
@@ -1052,26 +1054,35 @@ def _options(policy_path: str | None) -> EngineOptions:
 
 
 def cmd_diagnose(args) -> int:
-    """``gangcheck diagnose``: exit 0 on a report, 2 for bad input or a target not found."""
+    """``gangcheck diagnose``: exit 0 on a report, 2 for bad input or a target not found.
+
+    A manifest file (or directory) with several gangs gets one report per gang, in document
+    order — as ``gangcheck check`` checks each gang: text reports one after another, each under
+    a header "gang K of N"; JSON a list of reports (one report, not a list, for one gang).
+    Documents that are no gang are skipped with a note (text; JSON: ``notes`` in a lone report,
+    else on stderr); a kind gangcheck does not check is an error unless ``--skip-unsupported``,
+    as for ``check``."""
     import os
 
-    from .adapters import adapt
     from .adapters.errors import AdapterError
     from .dump import DumpError, load_documents
 
+    notes: list[str] = []
     try:
         options = _options(getattr(args, "policy", None))
         manifest = os.path.exists(args.target)
         snap, objects = _load(args.cluster, args.timeout, lookups=not manifest)
         _require_nodes(snap, args.cluster)
         if manifest:
-            _, docs = load_documents(args.target)
-            gangs = [g for g in (adapt(o, source=args.target) for o in docs) if g is not None]
+            from .cli import _gangs
+
+            source, docs = load_documents(args.target)
+            gangs, notes = _gangs(source, docs, bool(getattr(args, "skip_unsupported", False)))
             if not gangs:
-                raise ValueError(f"{args.target}: no gang workload found")
-            gang, how = gangs[0], f"manifest {args.target}"
+                raise ValueError(f"{args.target}: no gang workload found" + (f" ({'; '.join(notes)})" if notes else ""))
+            found = [(g, f"manifest {args.target}") for g in gangs]
         else:
-            gang, how = find_gang(args.target, args.namespace or "default", snap, objects)
+            found = [find_gang(args.target, args.namespace or "default", snap, objects)]
     except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
@@ -1086,13 +1097,41 @@ def cmd_diagnose(args) -> int:
             now = DEMO_NOW
         else:
             now = time.time()
-    report = diagnose(snap, gang, now, options)
-    report["gang"]["found"] = how
+    base = ["gangcheck", "diagnose", args.target]
+    if args.namespace and not manifest:
+        base += ["-n", args.namespace]
+    base += ["--cluster", args.cluster]
+    if getattr(args, "skip_unsupported", False):
+        base.append("--skip-unsupported")
+    if getattr(args, "policy", None):
+        base += ["--policy", args.policy]
+    if args.now is not None:
+        base += ["--now", repr(args.now)]
+    invocation = " ".join(_q(x) for x in base + ["-o", "json"])
+    reports = []
+    for k, (gang, how) in enumerate(found):
+        report = diagnose(snap, gang, now, options)
+        report["gang"]["found"] = how
+        report["invocation"] = invocation if len(found) == 1 else f"{invocation} | jq '.[{k}]'"
+        reports.append(report)
     if args.output == "json":
-        print(json.dumps(report, indent=2, default=str))
+        if len(reports) == 1 and notes:
+            reports[0]["notes"] = notes
+        elif notes:
+            for note in notes:
+                print(f"gangcheck: note: {note}", file=sys.stderr)
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2, default=str))
     else:
-        print(f"({how})")
-        print(render_diagnosis(report))
+        for k, report in enumerate(reports):
+            if len(reports) > 1:
+                g = report["gang"]
+                if k:
+                    print()
+                print(f"=== gang {k + 1} of {len(reports)}: {g['kind']} {g['namespace']}/{g['name']} ===")
+            print(f"({report['gang']['found']})")
+            print(render_diagnosis(report))
+        for note in notes:
+            print(f"note: {note}")
     return 0
 
 
