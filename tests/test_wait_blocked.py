@@ -73,3 +73,60 @@ def test_the_gangs_own_bound_pods_never_count_as_work_that_ends():
     d = evaluate(snap, gang(pod_set("w", 3, gpu=8), kind="Job", name="train"), now=NOW)
     assert d.expected_wait["text"] == ("waits for repair: 1 cordoned node(s) must be uncordoned; "
                                        "running work alone never frees enough (at most 0 of 1 pods)")
+
+
+# ---------------------------------------------------------------- property: against brute force
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from webhook.engine.wait import estimate_wait  # noqa: E402
+
+
+@st.composite
+def _cluster(draw):
+    nodes, pods = [], []
+    per = draw(st.sampled_from([1, 2, 4, 8]))
+    for i in range(draw(st.integers(1, 6))):
+        state = draw(st.sampled_from(["ok", "ok", "cordoned", "notready"]))
+        nodes.append(node(f"n{i}", unschedulable=state == "cordoned", ready=state != "notready"))
+        used = 0
+        for j in range(draw(st.integers(0, 3))):
+            who = draw(st.sampled_from(["work", "daemon", "own"]))
+            g = per if who == "own" else draw(st.integers(1, 8))  # the gang's own pods have its shape
+            if used + g > 8:
+                break
+            used += g
+            kw = {"start_time": NOW - 100, "runtime_limit_s": 1000.0}
+            if who == "daemon":
+                kw["owner_kind"] = "DaemonSet"
+            elif who == "own":
+                kw["gang"] = "Job/default/train"
+            pods.append(pod(f"p{i}-{j}", f"n{i}", gpu=g, **kw))
+    return nodes, pods, per, draw(st.integers(1, 8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_cluster())
+def test_blocked_exactly_when_work_that_ends_never_frees_enough(case):
+    nodes, pods, per, count = case
+    snap = snapshot(nodes, pods)
+    g = gang(pod_set("w", count, gpu=per), kind="Job", name="train")
+    est = estimate_wait(snap, g, NOW)
+    # Brute force: on each schedulable Ready node, the GPUs that stay held (DaemonSet pods,
+    # the gang's own pods) are never freed; the rest is.
+    own = sum(1 for p in pods if p.gang == "Job/default/train")
+    need = max(0, count - own)
+    room = 0
+    for n in nodes:
+        if n.unschedulable or n.ready is False:
+            continue
+        held = sum(p.requests.get("nvidia.com/gpu", 0) for p in pods
+                   if p.node_name == n.name and (p.owner_kind == "DaemonSet" or p.gang))
+        room += (8 - held) // per
+    assert (est.blocked_by is not None) == (room < need), (room, need, est)
+    if est.blocked_by is not None:
+        broken = {"cordoned": sum(1 for n in nodes if n.unschedulable),
+                  "not_ready": sum(1 for n in nodes if n.ready is False)}
+        assert dict(est.repair) == {k: v for k, v in broken.items() if v}
+        assert est.blocked_by == ("repair" if any(broken.values()) else "capacity")
+        assert est.pods_max == room and est.p50_s is None and est.unknown
