@@ -445,3 +445,43 @@ def test_orphan_podgroups_all_deleted_one_command_per_namespace():
     rel = first(fx, "release-reservations")
     assert rel.commands == ["kubectl -n a delete podgroup " + " ".join(f"pg-{i}" for i in range(7)),
                             "kubectl -n b delete podgroup " + " ".join(f"pg-{i}" for i in range(7))]
+
+
+@st.composite
+def _own_and_daemon_cluster(draw):
+    nodes, pods = [], []
+    per = draw(st.sampled_from([2, 4, 8]))
+    for i in range(draw(st.integers(1, 5))):
+        nodes.append(node(f"n{i}", unschedulable=draw(st.booleans())))
+        used = 0
+        for j in range(draw(st.integers(0, 3))):
+            who = draw(st.sampled_from(["work", "daemon", "own"]))
+            g = per if who == "own" else draw(st.integers(1, 8))
+            if used + g > 8:
+                break
+            used += g
+            kw = {"owner_kind": "DaemonSet"} if who == "daemon" else {"gang": "Job/default/train"} if who == "own" else {}
+            pods.append(pod(f"p{i}-{j}", f"n{i}", gpu=g, start_time=0.0, **kw))
+    return nodes, pods, per, draw(st.integers(1, 8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_own_and_daemon_cluster())
+def test_wait_fix_offered_exactly_when_work_that_ends_frees_enough(case):
+    nodes, pods, per, count = case
+    snap = snapshot(nodes, pods)
+    g = gang(pod_set("w", count, gpu=per), kind="Job", name="train")
+    d = evaluate(snap, g)
+    if d.verdict != "Waits":
+        return
+    waits = [f for f in compute_fixes(snap, g, d, 3600.0) if f.action == "wait"]
+    # Brute force: schedulable nodes' GPUs once every pod but DaemonSet and own pods has ended.
+    need = max(0, count - sum(1 for p in pods if p.gang))
+    room = placeable = 0
+    for n in nodes:
+        if n.unschedulable:
+            continue
+        mine = [p for p in pods if p.node_name == n.name]
+        room += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine if p.owner_kind == "DaemonSet" or p.gang)) // per
+        placeable += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine)) // per
+    assert bool(waits) == (room >= need and room > placeable and placeable < need), (room, placeable, need)
