@@ -235,3 +235,13 @@ def test_diagnose_every_gang_of_a_directory(tmp_path, capsys):
     # One gang: one report, not a list (as check).
     assert main(["diagnose", str(tmp_path / "b.yaml"), "--cluster", "demo", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["gang"]["name"] == "llama-8b-sft"
+
+
+def test_verdict_line_says_the_gang_waits_for_repair():
+    # Issue #17 item 13: the same words as check's wait line and the webhook's annotation.
+    snap = snapshot([node("a"), node("b"), node("c", unschedulable=True), node("d", unschedulable=True)])
+    rep = diagnose(snap, gang(pod_set("w", 4, gpu=8), kind="Job", name="train"), 1_000_000.0)
+    assert rep["verdict"] == ("Job default/train: Waits — capacity: 2 of 4 pods have no room now; waits for repair: "
+                              "2 cordoned node(s) must be uncordoned; running work alone never frees enough "
+                              "(at most 2 of 4 pods).")
+    assert [f["action"] for f in rep["fixes"]][:1] == ["repair"] and "wait" not in [f["action"] for f in rep["fixes"]]

@@ -577,6 +577,9 @@ def _verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: list[di
         bits.append(f"{n} node(s) with device-plugin problems")
     if "partial-gangs" in blockers:
         bits.append("partial gangs hold GPUs")
+    w = d.expected_wait or {}
+    if w.get("blocked_by"):  # what it waits for instead of running work, as check and the webhook say
+        bits.append(w["text"])
     return f"{who}: Waits — " + ("; ".join(bits) if bits else d.message) + "."
 
 

@@ -2290,7 +2290,7 @@ def _eviction_commands(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Seq
             delete.setdefault(v.namespace, []).append(v.name)
     out = list(stop)
     why = ("   # their controllers recreate them on the other nodes" if verb == "move"
-           else "   # replacements their controllers create wait Pending")
+           else "   # pods with a controller come back Pending; pods without one are gone")
     for ns in sorted(delete):
         out.append(f"kubectl -n {ns} delete pod " + " ".join(delete[ns]) + why)
     return out
