@@ -59,7 +59,8 @@ def test_c02_preempt_job1_one_workload_three_pods_four_gpus():
 
 
 def test_c11_move_one_1gpu_pod():
-    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1), pod("b", "n2", gpu=1)])
+    rs = dict(owner_kind="ReplicaSet", owner_name="web-5d8f")   # a controller recreates them
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1, **rs), pod("b", "n2", gpu=1, **rs)])
     g = gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob")
     fx = fixes_for(snap, g)
     m = first(fx, "move", "preempt")
@@ -354,7 +355,8 @@ CORDON = "   # first: keeps the evicted pods' replacements off these nodes"
 
 def test_move_cordons_the_freed_nodes_first_and_uncordons_them_after():
     # Without the cordon the deleted pod's replacement is free to land on n1 again.
-    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1), pod("b", "n2", gpu=1)])
+    rs = dict(owner_kind="ReplicaSet", owner_name="web-5d8f")
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1, **rs), pod("b", "n2", gpu=1, **rs)])
     m = first(fixes_for(snap, gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob")), "move")
     assert m.commands == [
         "kubectl cordon n1" + CORDON,
@@ -362,6 +364,15 @@ def test_move_cordons_the_freed_nodes_first_and_uncordons_them_after():
         "kubectl uncordon n1" + REBIND,
     ]
     assert "cordon the freed nodes first, uncordon them once the evicted pods are gone" in m.summary
+
+
+def test_deleting_a_pod_without_a_controller_is_never_a_move():
+    # Nothing recreates a bare pod: deleting it throws it away, whatever room is left elsewhere.
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1), pod("b", "n2", gpu=1)])
+    fx = fixes_for(snap, gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob"))
+    assert not [f for f in fx if f.action == "move"]
+    p = first(fx, "preempt")
+    assert p.commands[1] == "kubectl -n default delete pod a   # pods with a controller come back Pending; pods without one are gone"
 
 
 def test_preempting_four_jobs_suspends_all_four():

@@ -2296,6 +2296,12 @@ def _eviction_commands(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Seq
     return out
 
 
+def _recreated(p: BoundPod) -> bool:
+    """True when a controller recreates ``p`` once it is deleted (it has an owner or a gang): a
+    pod without one is gone, so evicting it is never a "move"."""
+    return bool(p.owner_kind or p.gang)
+
+
 def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: str, max_priority=None,
                     repaired: list[str] | None = None, extra_mask: np.ndarray | None = None, memo: dict | None = None) -> Fix | None:
     """A move or preemption that frees nodes for the main pod set (after repairing ``repaired``
@@ -2318,8 +2324,11 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
     placement = place(after, _gang_demands(view, mask_extra=extra_mask))
     sufficient = placement is not None
     moved = False
-    if placement is not None:
+    if placement is not None and all(_recreated(p) for i in chosen for p in units[i].pods):
         avail2, taken = _apply_placement(after, view, placement)
+        # The freed nodes are cordoned while the victims leave: their replacements re-fit elsewhere.
+        taken = taken.copy()
+        taken[freed] = True
         moved = _refits(snap, avail2, placement, [units[i] for i in chosen], taken)
     verb = "move" if moved else "preempt"
     action = f"repair+{verb}" if repaired else verb
