@@ -153,7 +153,8 @@ class Fix:
         return (self.cost(), ACTION_RANK.get(self.action, 99), not self.sufficient)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (victims capped at 50; ``victims_total`` gives the full count)."""
+        """JSON-ready dict (victims and nodes capped at 50; ``victims_total`` / ``nodes_total``
+        give the full counts; ``commands`` are all of them)."""
         return {
             "action": self.action,
             "summary": self.summary,
@@ -169,6 +170,7 @@ class Fix:
             "victims": [v.to_dict() for v in self.victims[:50]],
             "victims_total": len(self.victims),
             "nodes": list(self.nodes[:50]),
+            "nodes_total": len(self.nodes),
             "commands": list(self.commands),
         }
 
