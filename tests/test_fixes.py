@@ -496,3 +496,11 @@ def test_wait_fix_offered_exactly_when_work_that_ends_frees_enough(case):
         room += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine if p.owner_kind == "DaemonSet" or p.gang)) // per
         placeable += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine)) // per
     assert bool(waits) == (room >= need and room > placeable and placeable < need), (room, placeable, need)
+
+
+def test_commands_quote_names_a_shell_would_split():
+    # Names come from the cluster data; a hand-made dump can hold any string. Plain Kubernetes
+    # names print as they are (above); others are quoted so the command stays one command.
+    snap = snapshot([node("ok"), node("c d;reboot", unschedulable=True)])
+    rep = first(fixes_for(snap, gang(pod_set("w", 2, gpu=8), kind="Job")), "repair")
+    assert rep.commands == ["kubectl uncordon 'c d;reboot'   # once their maintenance is over"]

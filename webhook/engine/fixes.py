@@ -34,6 +34,7 @@ import heapq
 import itertools
 import math
 import operator
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -2273,19 +2274,20 @@ def _eviction_commands(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Seq
         by_unit.setdefault(v.unit, []).append(v)
     stop: list[str] = []
     delete: dict[str, list[str]] = {}
+    queued_units = {units[i].key for i in chosen if any(p.queue for p in units[i].pods)}
     for k in sorted({units[i].key for i in chosen}):
         pods = by_unit.get(k, [])
         kind, ns, name = (k.split("/", 2) + ["", ""])[:3]
         if verb != "move" and kind != "Pod" and name:
-            queued = any(p.queue for i in chosen if units[i].key == k for p in units[i].pods)
+            queued = k in queued_units
             wl = _kueue_workload(snap, kind, ns, name) if snap.kueue.workloads else None
             if wl is not None:
-                stop.append(f"kubectl -n {ns} patch workloads.kueue.x-k8s.io {wl.name} --type=merge -p "
+                stop.append(f"kubectl -n {_q(ns)} patch workloads.kueue.x-k8s.io {_q(wl.name)} --type=merge -p "
                             f"'{_DEACTIVATE}'   # Kueue evicts {kind} {name} whole and keeps it queued, inactive")
                 continue
             if kind in SUSPEND and not queued:
                 res, patch = SUSPEND[kind]
-                stop.append(f"kubectl -n {ns} patch {res} {name} --type=merge -p '{patch}'"
+                stop.append(f"kubectl -n {_q(ns)} patch {res} {_q(name)} --type=merge -p '{patch}'"
                             f"   # suspends {kind} {name}: its pods leave, none is recreated until it is resumed")
                 continue
         for v in pods:
@@ -2294,7 +2296,7 @@ def _eviction_commands(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Seq
     why = ("   # their controllers recreate them on the other nodes" if verb == "move"
            else "   # pods with a controller come back Pending; pods without one are gone")
     for ns in sorted(delete):
-        out.append(f"kubectl -n {ns} delete pod " + " ".join(delete[ns]) + why)
+        out.append(f"kubectl -n {_q(ns)} delete pod " + _qs(delete[ns]) + why)
     return out
 
 
@@ -2358,11 +2360,11 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
     cmds = list(pre)
     if to_cordon:
         what += "; cordon the freed nodes first, uncordon them once the evicted pods are gone"
-        cmds.append("kubectl cordon " + " ".join(to_cordon) + "   # first: keeps the evicted pods' replacements off these nodes")
+        cmds.append("kubectl cordon " + _qs(to_cordon) + "   # first: keeps the evicted pods' replacements off these nodes")
     cmds.extend(_eviction_commands(snap, units, chosen, victims, verb))
     back = to_cordon + [n for n in later if n not in set(to_cordon)]
     if back:
-        cmds.append("kubectl uncordon " + " ".join(back)
+        cmds.append("kubectl uncordon " + _qs(back)
                     + "   # once the evicted pods are gone: then the gang's pods bind here (a cordoned node takes none)")
     return Fix(
         action=action,
@@ -2412,17 +2414,27 @@ def _repair_parts(snap: ClusterSnapshot, by: Mapping[str, list[str]]) -> tuple[l
             pods = _plugin_pods_on(snap, n)
             if pods:
                 for p in pods:
-                    cmds.append(f"kubectl -n {p.namespace} delete pod {p.name}   # restart the device plugin on {n}")
+                    cmds.append(f"kubectl -n {_q(p.namespace)} delete pod {_q(p.name)}   # restart the device plugin on {n}")
             else:  # the GPU operator's DaemonSet label, in whichever namespace it runs
-                cmds.append(f"kubectl delete pod -A -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={n}"
+                cmds.append(f"kubectl delete pod -A -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={_q(n)}"
                             "   # restart its device plugin")
     if by["not_ready"]:
         parts.append(f"{len(by['not_ready'])} NotReady ({_sample(by['not_ready'])})")
-        cmds.append("kubectl describe node " + " ".join(by["not_ready"])
+        cmds.append("kubectl describe node " + _qs(by["not_ready"])
                     + "   # NotReady: repair kubelet/containerd on each node; see its conditions")
     if by["cordoned"]:
         parts.append(f"{len(by['cordoned'])} cordoned ({_sample(by['cordoned'])})")
     return parts, cmds, list(by["cordoned"])
+
+
+def _q(word: str) -> str:
+    """``word`` quoted for a POSIX shell (unchanged when it is a plain Kubernetes name)."""
+    return shlex.quote(word)
+
+
+def _qs(words: Iterable[str]) -> str:
+    """``words`` quoted and joined by spaces (``_q``)."""
+    return " ".join(map(shlex.quote, words))
 
 
 def _sample(names: Sequence[str], k: int = 3) -> str:
@@ -2453,7 +2465,7 @@ def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[s
     by = {k: [snap.nodes[int(i)].name for i in gain_nodes if int(i) in sets[k]] for k in sets}
     parts, cmds, cordoned = _repair_parts(snap, by)
     if cordoned:
-        cmds.append("kubectl uncordon " + " ".join(cordoned) + "   # once their maintenance is over")
+        cmds.append("kubectl uncordon " + _qs(cordoned) + "   # once their maintenance is over")
     mask = empty.copy()
     mask[gain_nodes] = True
     enough = gain >= view.deficit
@@ -2471,7 +2483,7 @@ def _delete_podgroups(pgs: Sequence[str]) -> list[str]:
     for p in pgs:
         ns, _, name = p.partition("/")
         by.setdefault(ns, []).append(name)
-    return [f"kubectl -n {ns} delete podgroup " + " ".join(names) for ns, names in sorted(by.items())]
+    return [f"kubectl -n {_q(ns)} delete podgroup " + _qs(names) for ns, names in sorted(by.items())]
 
 
 def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
