@@ -504,3 +504,12 @@ def test_commands_quote_names_a_shell_would_split():
     snap = snapshot([node("ok"), node("c d;reboot", unschedulable=True)])
     rep = first(fixes_for(snap, gang(pod_set("w", 2, gpu=8), kind="Job")), "repair")
     assert rep.commands == ["kubectl uncordon 'c d;reboot'   # once their maintenance is over"]
+
+
+def test_shrink_edits_the_gangs_own_kind_by_group():
+    # "kubectl edit job" is batch/v1's Job; a Volcano Job needs its group named.
+    snap = snapshot([node("n1"), node("n2")], [pod("busy", "n2", gpu=4)])
+    for api, want in (("batch.volcano.sh/v1alpha1", "job.batch.volcano.sh"), ("batch/v1", "job.batch"), ("", "job")):
+        g = gang(pod_set("w", 2, gpu=8), kind="Job", name="train", api_version=api)
+        s = first(fixes_for(snap, g), "shrink")
+        assert s.commands == [f"kubectl -n default edit {want} train   # replicas / parallelism / minAvailable → 1"]

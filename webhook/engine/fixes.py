@@ -2427,6 +2427,13 @@ def _repair_parts(snap: ClusterSnapshot, by: Mapping[str, list[str]]) -> tuple[l
     return parts, cmds, list(by["cordoned"])
 
 
+def _resource_of(gang: GangRequest) -> str:
+    """How kubectl names the gang's object unambiguously: ``kind.group`` (``job.batch``,
+    ``job.batch.volcano.sh``, ``pytorchjob.kubeflow.org``), the kind alone for the core group."""
+    group = gang.api_version.rpartition("/")[0] if gang.api_version and "/" in gang.api_version else ""
+    return f"{gang.kind.lower()}.{group}" if group else gang.kind.lower()
+
+
 def _q(word: str) -> str:
     """``word`` quoted for a POSIX shell (unchanged when it is a plain Kubernetes name)."""
     return shlex.quote(word)
@@ -2601,7 +2608,8 @@ def compute_fixes(
                 f"shrink the gang to {total_now} pod(s) of {shape_txt} (the most that fit now; "
                 f"{view.need + len(view.own_bound)} requested) — only if the job can run smaller",
                 sufficient=True, frees_nodes=0,
-                commands=[f"kubectl -n {gang.namespace} edit {gang.kind.lower()} {gang.name}   # replicas / parallelism / minAvailable → {total_now}"]))
+                commands=[f"kubectl -n {_q(gang.namespace)} edit {_resource_of(gang)} {_q(gang.name)}"
+                          f"   # replicas / parallelism / minAvailable → {total_now}"]))
         # wait: running work on eligible nodes ends — never the gang's own bound pods (they wait
         # for their siblings), DaemonSet or system pods (they never end)
         full = np.where(view.now_masks[main], pods_per_node(_lasting_free(snap, view), sh, ps.max_per_node), 0)
