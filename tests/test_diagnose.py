@@ -91,7 +91,7 @@ def test_c08_orphan_podgroups_listed_and_fix_deletes_them():
     assert q["status"] == "blocking"
     fix = rep["fixes"][0]
     assert fix["action"] == "release-reservations" and fix["displaced_pods"] == 0
-    assert "kubectl -n default delete podgroup pg-0" in fix["commands"]
+    assert fix["commands"] == ["kubectl -n default delete podgroup pg-0 pg-1 pg-2 pg-3"]
     assert "orphan PodGroups (4): default/pg-0" in render_diagnosis(rep)
 
 
@@ -170,3 +170,78 @@ def test_default_options_match_the_default_policy_without_pydantic():
                           "webhook.diagnose._options(None); print('pydantic' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue #17 item 14: no silent cut
+
+
+def test_text_shows_every_command_of_a_fix_or_how_to_list_the_rest():
+    # 3 NotReady + 8 cordoned: both commands shown whole (the text used to stop at 3 commands).
+    nodes = ([node("ok")] + [node(f"nr{i}", ready=False) for i in range(3)]
+             + [node(f"c{i}", unschedulable=True) for i in range(8)])
+    text = render_diagnosis(diagnose(snapshot(nodes), gang(pod_set("w", 12, gpu=8), kind="Job", name="g"), 0.0))
+    assert "      $ kubectl describe node nr0 nr1 nr2   # NotReady" in text
+    assert "      $ kubectl uncordon c0 c1 c2 c3 c4 c5 c6 c7   # once their maintenance is over" in text
+    # 14 device plugins to restart: 11 shown, then the command that lists all 14.
+    nodes = [node(f"d{i:02}", alloc_gpu=0) for i in range(14)]
+    pods = [pod(f"nvidia-device-plugin-{i:02}", f"d{i:02}", ns="gpu-operator", owner_kind="DaemonSet") for i in range(14)]
+    rep = diagnose(snapshot(nodes, pods), gang(pod_set("w", 14, gpu=8), kind="Job", name="g"), 0.0)
+    assert rep["fixes"][0]["action"] == "repair" and len(rep["fixes"][0]["commands"]) == 14
+    lines = render_diagnosis(rep).splitlines()
+    at = lines.index("      $ kubectl -n gpu-operator delete pod nvidia-device-plugin-00   # restart the device plugin on d00")
+    assert lines[at + 10] == "      $ kubectl -n gpu-operator delete pod nvidia-device-plugin-10   # restart the device plugin on d10"
+    assert lines[at + 11] == ("      … and 3 more command(s), every one in order: gangcheck diagnose job/g -n default "
+                              "--cluster CLUSTER -o json | jq -r '.fixes[0].commands[]'")
+
+
+# ---------------------------------------------------------------- issue #17 item 16: every gang of a file
+
+
+def _two_gang_manifest():
+    import yaml
+
+    doc = load_documents(EXAMPLE)[1][0]
+    second = json.loads(json.dumps(doc))
+    second["metadata"]["name"] = "llama-8b-sft"
+    for spec in second["spec"]["pytorchReplicaSpecs"].values():
+        spec["replicas"] = 1
+    return doc, second, yaml
+
+
+def test_diagnose_every_gang_of_a_multi_document_file(tmp_path, capsys):
+    doc, second, yaml = _two_gang_manifest()
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump_all([doc, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, second]))
+    assert main(["diagnose", str(path), "--cluster", "demo", "-o", "json"]) == 2      # as check: a kind it does not check
+    assert "unsupported kind v1/ConfigMap" in capsys.readouterr().err
+    assert main(["diagnose", str(path), "--cluster", "demo", "--skip-unsupported", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert isinstance(out, list) and [r["gang"]["name"] for r in out] == ["llama-70b-pretrain", "llama-8b-sft"]
+    assert out[0]["invocation"].endswith("-o json | jq '.[0]'")
+    assert main(["diagnose", str(path), "--cluster", "demo", "--skip-unsupported"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("=== gang 1 of 2: PyTorchJob llm/llama-70b-pretrain ===\n(manifest ")
+    assert "\n=== gang 2 of 2: PyTorchJob llm/llama-8b-sft ===\n" in text
+    assert text.count("Why is PyTorchJob") == 2
+
+
+def test_diagnose_every_gang_of_a_directory(tmp_path, capsys):
+    doc, second, yaml = _two_gang_manifest()
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(second))
+    assert main(["diagnose", str(tmp_path), "--cluster", "demo", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(r["gang"]["name"] for r in out) == ["llama-70b-pretrain", "llama-8b-sft"]
+    # One gang: one report, not a list (as check).
+    assert main(["diagnose", str(tmp_path / "b.yaml"), "--cluster", "demo", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gang"]["name"] == "llama-8b-sft"
+
+
+def test_verdict_line_says_the_gang_waits_for_repair():
+    # Issue #17 item 13: the same words as check's wait line and the webhook's annotation.
+    snap = snapshot([node("a"), node("b"), node("c", unschedulable=True), node("d", unschedulable=True)])
+    rep = diagnose(snap, gang(pod_set("w", 4, gpu=8), kind="Job", name="train"), 1_000_000.0)
+    assert rep["verdict"] == ("Job default/train: Waits — capacity: 2 of 4 pods have no room now; waits for repair: "
+                              "2 cordoned node(s) must be uncordoned; running work alone never frees enough "
+                              "(at most 2 of 4 pods).")
+    assert [f["action"] for f in rep["fixes"]][:1] == ["repair"] and "wait" not in [f["action"] for f in rep["fixes"]]

@@ -59,7 +59,8 @@ def test_c02_preempt_job1_one_workload_three_pods_four_gpus():
 
 
 def test_c11_move_one_1gpu_pod():
-    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1), pod("b", "n2", gpu=1)])
+    rs = dict(owner_kind="ReplicaSet", owner_name="web-5d8f")   # a controller recreates them
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1, **rs), pod("b", "n2", gpu=1, **rs)])
     g = gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob")
     fx = fixes_for(snap, g)
     m = first(fx, "move", "preempt")
@@ -344,3 +345,171 @@ def test_diagnose_leaves_the_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------- issue #17 item 14: safe to paste as printed
+
+REBIND = "   # once the evicted pods are gone: then the gang's pods bind here (a cordoned node takes none)"
+CORDON = "   # first: keeps the evicted pods' replacements off these nodes"
+
+
+def test_move_cordons_the_freed_nodes_first_and_uncordons_them_after():
+    # Without the cordon the deleted pod's replacement is free to land on n1 again.
+    rs = dict(owner_kind="ReplicaSet", owner_name="web-5d8f")
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1, **rs), pod("b", "n2", gpu=1, **rs)])
+    m = first(fixes_for(snap, gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob")), "move")
+    assert m.commands == [
+        "kubectl cordon n1" + CORDON,
+        "kubectl -n default delete pod a   # their controllers recreate them on the other nodes",
+        "kubectl uncordon n1" + REBIND,
+    ]
+    assert "cordon the freed nodes first, uncordon them once the evicted pods are gone" in m.summary
+
+
+def test_deleting_a_pod_without_a_controller_is_never_a_move():
+    # Nothing recreates a bare pod: deleting it throws it away, whatever room is left elsewhere.
+    snap = snapshot([node("n1"), node("n2"), node("n3")], [pod("a", "n1", gpu=1), pod("b", "n2", gpu=1)])
+    fx = fixes_for(snap, gang(pod_set("Master", 1, gpu=8), pod_set("Worker", 1, gpu=8), kind="PyTorchJob"))
+    assert not [f for f in fx if f.action == "move"]
+    p = first(fx, "preempt")
+    assert p.commands[1] == "kubectl -n default delete pod a   # pods with a controller come back Pending; pods without one are gone"
+
+
+def test_preempting_four_jobs_suspends_all_four():
+    # Four lower-priority Jobs, one per node: every one is named (no cut at three), each
+    # suspended whole (its controller would recreate deleted pods).
+    nodes = [node(f"n{i}") for i in range(4)]
+    pods = [pod(f"j{i}-0", f"n{i}", gpu=8, ns="team", gang=f"Job/team/j{i}", priority=1) for i in range(4)]
+    snap = snapshot(nodes, pods, priority_classes={"high": 1000})
+    p = first(fixes_for(snap, gang(pod_set("w", 4, gpu=8), kind="Job", name="big", priority_class="high")), "preempt")
+    suspend = "--type=merge -p '{\"spec\":{\"suspend\":true}}'"
+    assert p.commands == (["kubectl cordon n0 n1 n2 n3" + CORDON]
+                          + [f"kubectl -n team patch jobs.batch j{i} {suspend}   # suspends Job j{i}: its pods leave, "
+                             "none is recreated until it is resumed" for i in range(4)]
+                          + ["kubectl uncordon n0 n1 n2 n3" + REBIND])
+
+
+def test_preempting_kueue_work_deactivates_its_workload_and_kubeflow_jobs_suspend_their_run_policy():
+    from webhook.engine.model import KueueWorkload
+
+    nodes = [node("n0"), node("n1")]
+    pods = [pod("q-0", "n0", gpu=8, ns="team", gang="Job/team/q", priority=1, queue="lq"),
+            pod("pt-worker-0", "n1", gpu=8, ns="team", gang="PyTorchJob/team/pt", priority=1)]
+    wl = KueueWorkload("team", "job-q-1a2b3", queue_name="lq", owner="Job/q")
+    k = kueue(64)
+    k = KueueState(flavors=k.flavors, cluster_queues=k.cluster_queues, local_queues=k.local_queues,
+                   workloads={("team", wl.name): wl})
+    snap = snapshot(nodes, pods, priority_classes={"high": 1000}, kueue=k)
+    p = first(fixes_for(snap, gang(pod_set("w", 2, gpu=8), kind="Job", name="big", priority_class="high")), "preempt")
+    assert p.commands[1:3] == [
+        "kubectl -n team patch workloads.kueue.x-k8s.io job-q-1a2b3 --type=merge -p '{\"spec\":{\"active\":false}}'"
+        "   # Kueue evicts Job q whole and keeps it queued, inactive",
+        "kubectl -n team patch pytorchjobs.kubeflow.org pt --type=merge -p '{\"spec\":{\"runPolicy\":{\"suspend\":true}}}'"
+        "   # suspends PyTorchJob pt: its pods leave, none is recreated until it is resumed",
+    ]
+
+
+def test_repair_names_every_notready_and_cordoned_node():
+    # 1 free + 3 NotReady + 8 cordoned nodes for a 12-pod gang: every node is in a command.
+    nodes = ([node("ok")] + [node(f"nr{i}", ready=False) for i in range(3)]
+             + [node(f"c{i}", unschedulable=True) for i in range(8)])
+    rep = first(fixes_for(snapshot(nodes), gang(pod_set("w", 12, gpu=8), kind="Job")), "repair")
+    assert rep.sufficient
+    assert rep.commands == [
+        "kubectl describe node nr0 nr1 nr2   # NotReady: repair kubelet/containerd on each node; see its conditions",
+        "kubectl uncordon c0 c1 c2 c3 c4 c5 c6 c7   # once their maintenance is over",
+    ]
+    assert rep.summary == ("repair 11 node(s) — 3 NotReady (nr0, nr1, nr2); 8 cordoned (c0, c1, c2 and 5 more): "
+                           "11 more pod(s) fit")
+
+
+def test_repair_restarts_the_device_plugin_pod_it_finds_on_the_node():
+    snap = snapshot([node("A", alloc_gpu=6), node("B", alloc_gpu=0)],
+                    [pod("nvidia-device-plugin-daemonset-x1", "A", ns="gpu-operator", owner_kind="DaemonSet")])
+    rep = first(fixes_for(snap, gang(pod_set("w", 2, gpu=8), kind="Job")), "repair")
+    assert rep.commands == [
+        "kubectl -n gpu-operator delete pod nvidia-device-plugin-daemonset-x1   # restart the device plugin on A",
+        "kubectl delete pod -A -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=B   # restart its device plugin",
+    ]
+
+
+def test_no_wait_fix_when_the_only_running_work_is_the_gangs_own_pods():
+    # 2 of 3 pods bound on the only two schedulable nodes: they never finish (they wait for
+    # the third), so "wait for running work" would wait forever; uncordoning c is the fix.
+    own = dict(gang="Job/default/train", start_time=0.0)
+    snap = snapshot([node("a"), node("b"), node("c", unschedulable=True)],
+                    [pod("train-0", "a", gpu=8, **own), pod("train-1", "b", gpu=8, **own)])
+    fx = fixes_for(snap, gang(pod_set("w", 3, gpu=8), kind="Job", name="train"), now=3600.0)
+    assert [f.action for f in fx if f.action == "wait"] == []
+    assert first(fx, "repair").commands == ["kubectl uncordon c   # once their maintenance is over"]
+    assert not [f for f in fx if f.displaced_pods]                       # its own pods are never victims
+
+
+def test_orphan_podgroups_all_deleted_one_command_per_namespace():
+    from webhook.engine.model import PodGroupState, VolcanoQueue, VolcanoState
+
+    orphans = {(ns, f"pg-{i}"): PodGroupState(ns, f"pg-{i}", "default", 1, {GPU: 1}, "Inqueue", 0)
+               for ns in ("a", "b") for i in range(7)}
+    snap = snapshot([node("n1", gpu=4)], volcano=VolcanoState(
+        queues={"default": VolcanoQueue("default", capability={GPU: 4}, allocated={GPU: 4})}, pod_groups=orphans))
+    fx = fixes_for(snap, gang(pod_set("t", 1, gpu=1), kind="Job", volcano_queue="default"))
+    rel = first(fx, "release-reservations")
+    assert rel.commands == ["kubectl -n a delete podgroup " + " ".join(f"pg-{i}" for i in range(7)),
+                            "kubectl -n b delete podgroup " + " ".join(f"pg-{i}" for i in range(7))]
+
+
+@st.composite
+def _own_and_daemon_cluster(draw):
+    nodes, pods = [], []
+    per = draw(st.sampled_from([2, 4, 8]))
+    for i in range(draw(st.integers(1, 5))):
+        nodes.append(node(f"n{i}", unschedulable=draw(st.booleans())))
+        used = 0
+        for j in range(draw(st.integers(0, 3))):
+            who = draw(st.sampled_from(["work", "daemon", "own"]))
+            g = per if who == "own" else draw(st.integers(1, 8))
+            if used + g > 8:
+                break
+            used += g
+            kw = {"owner_kind": "DaemonSet"} if who == "daemon" else {"gang": "Job/default/train"} if who == "own" else {}
+            pods.append(pod(f"p{i}-{j}", f"n{i}", gpu=g, start_time=0.0, **kw))
+    return nodes, pods, per, draw(st.integers(1, 8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_own_and_daemon_cluster())
+def test_wait_fix_offered_exactly_when_work_that_ends_frees_enough(case):
+    nodes, pods, per, count = case
+    snap = snapshot(nodes, pods)
+    g = gang(pod_set("w", count, gpu=per), kind="Job", name="train")
+    d = evaluate(snap, g)
+    if d.verdict != "Waits":
+        return
+    waits = [f for f in compute_fixes(snap, g, d, 3600.0) if f.action == "wait"]
+    # Brute force: schedulable nodes' GPUs once every pod but DaemonSet and own pods has ended.
+    need = max(0, count - sum(1 for p in pods if p.gang))
+    room = placeable = 0
+    for n in nodes:
+        if n.unschedulable:
+            continue
+        mine = [p for p in pods if p.node_name == n.name]
+        room += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine if p.owner_kind == "DaemonSet" or p.gang)) // per
+        placeable += (8 - sum(p.requests["nvidia.com/gpu"] for p in mine)) // per
+    assert bool(waits) == (room >= need and room > placeable and placeable < need), (room, placeable, need)
+
+
+def test_commands_quote_names_a_shell_would_split():
+    # Names come from the cluster data; a hand-made dump can hold any string. Plain Kubernetes
+    # names print as they are (above); others are quoted so the command stays one command.
+    snap = snapshot([node("ok"), node("c d;reboot", unschedulable=True)])
+    rep = first(fixes_for(snap, gang(pod_set("w", 2, gpu=8), kind="Job")), "repair")
+    assert rep.commands == ["kubectl uncordon 'c d;reboot'   # once their maintenance is over"]
+
+
+def test_shrink_edits_the_gangs_own_kind_by_group():
+    # "kubectl edit job" is batch/v1's Job; a Volcano Job needs its group named.
+    snap = snapshot([node("n1"), node("n2")], [pod("busy", "n2", gpu=4)])
+    for api, want in (("batch.volcano.sh/v1alpha1", "job.batch.volcano.sh"), ("batch/v1", "job.batch"), ("", "job")):
+        g = gang(pod_set("w", 2, gpu=8), kind="Job", name="train", api_version=api)
+        s = first(fixes_for(snap, g), "shrink")
+        assert s.commands == [f"kubectl -n default edit {want} train   # replicas / parallelism / minAvailable → 1"]

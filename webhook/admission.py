@@ -423,6 +423,15 @@ def _wait_seconds(decision: Decision) -> float | None:
     return None
 
 
+def _wait_blocker(decision: Decision) -> str | None:
+    """The expected wait's text when running work can never free enough (its ``blocked_by``:
+    "waits for repair: …"), the same words as ``check`` and ``diagnose`` print; else None."""
+    w = getattr(decision, "expected_wait", None)
+    if isinstance(w, Mapping) and w.get("blocked_by") and isinstance(w.get("text"), str):
+        return w["text"]
+    return None
+
+
 def _fmt_duration(seconds: float) -> str:
     """Seconds as "3h28m" — the wait estimator's own rounding, so annotation and text agree."""
     return format_duration(seconds)
@@ -469,7 +478,10 @@ def _decision_warnings(decision: Decision, policy: Policy) -> list[str]:
     if frag:
         out.append(frag)
     wait = _wait_seconds(decision)
-    if decision.verdict == WAITS and wait is not None and wait >= policy.warn_expected_wait_seconds:
+    blocker = _wait_blocker(decision)
+    if decision.verdict == WAITS and blocker is not None:
+        out.append(blocker)  # no wait on running work: what it waits for instead (repair)
+    elif decision.verdict == WAITS and wait is not None and wait >= policy.warn_expected_wait_seconds:
         out.append(str(decision.expected_wait.get("text") or f"expected wait about {_fmt_duration(wait)}"))
     out.extend(engine[1:])
     return out
@@ -594,7 +606,8 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
     - ``fragmentation``: ``ratio 0.93: 1200/1296 free nvidia.com/gpu stranded for 8-GPU pods,
       deficit 28`` or ``none`` (no GPUs requested)
     - ``expected-wait``: ``0s`` for Fits, ``never`` for NeverFits, the engine's estimate when it
-      provides one, else ``unknown``
+      provides one; when running work can never free enough, what the gang waits for instead
+      (``waits for repair: 8 cordoned node(s) must be uncordoned; …``); else ``unknown``
     - ``checked-at``: RFC 3339 UTC time ``now``
     """
     p = policy.annotation_prefix
@@ -620,7 +633,7 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
         wait = "never"
     else:
         secs = _wait_seconds(decision)
-        wait = _fmt_duration(secs) if secs is not None else "unknown"
+        wait = _wait_blocker(decision) or (_fmt_duration(secs) if secs is not None else "unknown")
     return {
         p + "verdict": decision.verdict,
         p + "reasons": ",".join(decision.reasons) or "none",

@@ -60,6 +60,8 @@ __all__ = [
 DEVICE_PLUGIN_NAMESPACES = ("gpu-operator", "nvidia-device-plugin", "kube-system", "nvidia-gpu-operator")
 GPU_LABELS = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "nvidia.com/gpu.product")
 SAMPLES = 3
+#: Commands of one fix shown in the text; past it the last line says how to list all of them.
+COMMANDS_SHOWN = 12
 
 
 def _q(x: str) -> str:
@@ -578,6 +580,9 @@ def _verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: list[di
         bits.append(f"{n} node(s) with device-plugin problems")
     if "partial-gangs" in blockers:
         bits.append("partial gangs hold GPUs")
+    w = d.expected_wait or {}
+    if w.get("blocked_by"):  # what it waits for instead of running work, as check and the webhook say
+        bits.append(w["text"])
     return f"{who}: Waits — " + ("; ".join(bits) if bits else d.message) + "."
 
 
@@ -734,9 +739,24 @@ def render_diagnosis(report: dict) -> str:
             buys.append("enough alone" if f["sufficient"] else "not enough alone")
             lines.append(f"{i:>2}. [{f['action']}] {f['summary']}")
             lines.append(f"      cost: {cost}; buys: {', '.join(buys)}")
-            for cmd in f["commands"][:3]:
+            cmds = f["commands"]
+            shown = cmds if len(cmds) <= COMMANDS_SHOWN else cmds[:COMMANDS_SHOWN - 1]
+            for cmd in shown:
                 lines.append(f"      $ {cmd}")
+            if len(shown) < len(cmds):
+                lines.append(f"      … and {len(cmds) - len(shown)} more command(s), every one in order: "
+                             f"{_json_invocation(report)} | jq -r '.fixes[{i - 1}].commands[]'")
     return "\n".join(lines)
+
+
+def _json_invocation(report: dict) -> str:
+    """The command that prints ``report`` as JSON (``report["invocation"]``, set by the CLI),
+    for pointing at the parts the text leaves out."""
+    inv = report.get("invocation")
+    if inv:
+        return inv
+    g = report["gang"]
+    return f"gangcheck diagnose {_q(g['kind'].lower() + '/' + g['name'])} -n {_q(g['namespace'])} --cluster CLUSTER -o json"
 
 
 # ---------------------------------------------------------------- fragmentation
@@ -1010,6 +1030,8 @@ def add_commands(sub) -> None:
     d.add_argument("--cluster", required=True, metavar="PATH|demo|live", help="cluster dump, 'demo', or 'live' (kubeconfig)")
     d.add_argument("--policy", metavar="FILE", help="policy YAML (resource names, transient taints)")
     d.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format (default text)")
+    d.add_argument("--skip-unsupported", action="store_true",
+                   help="in a manifest file, skip documents of kinds gangcheck does not check instead of failing with exit 2")
     d.add_argument("--now", type=time_arg, default=None, metavar="TIME",
                    help="reference time: RFC 3339 (2025-06-02T12:00:00Z) or epoch seconds (default: a dump's newest "
                         "timestamp, said on stderr; the demo's own time; the clock for live)")
@@ -1079,27 +1101,47 @@ def _options(policy_path: str | None) -> EngineOptions:
 
 
 def cmd_diagnose(args) -> int:
-    """``gangcheck diagnose``: exit 0 on a report, 2 for bad input or a target not found."""
+    """``gangcheck diagnose``: exit 0 on a report, 2 for bad input or a target not found.
+
+    A manifest file (or directory) with several gangs gets one report per gang, in document
+    order — as ``gangcheck check`` checks each gang: text reports one after another, each under
+    a header "gang K of N"; JSON a list of reports (one report, not a list, for one gang).
+    Documents that are no gang are skipped with a note (text; JSON: ``notes`` in a lone report,
+    else on stderr); a kind gangcheck does not check is an error unless ``--skip-unsupported``,
+    as for ``check``."""
     import os
 
-    from .adapters import adapt
     from .adapters.errors import AdapterError
     from .cli_args import LiveConfigError, reference_time
     from .dump import DumpError, load_documents
 
+    notes: list[str] = []
     try:
         options = _options(getattr(args, "policy", None))
         manifest = os.path.exists(args.target)
         snap, objects = _load(args.cluster, args.timeout, lookups=not manifest)
         _require_nodes(snap, args.cluster)
         if manifest:
-            _, docs = load_documents(args.target)
-            gangs = [g for g in (adapt(o, source=args.target) for o in docs) if g is not None]
+            from .cli import _gangs
+
+            source, docs = load_documents(args.target)
+            from .policy import Policy
+
+            # A diagnosis is no admission: a gang in an exempt namespace is diagnosed all the same.
+            items, notes = _gangs(source, docs, bool(getattr(args, "skip_unsupported", False)),
+                                  Policy(exemptNamespaces=[]))
+            gangs = []
+            for item in items:
+                if isinstance(item, tuple):  # the webhook would pass it unchanged (e.g. a controller's child)
+                    obj, reason = item
+                    notes.append(f"skipped {obj.get('kind')} {(obj.get('metadata') or {}).get('name', '')}: {reason}")
+                else:
+                    gangs.append(item)
             if not gangs:
-                raise ValueError(f"{args.target}: no gang workload found")
-            gang, how = gangs[0], f"manifest {args.target}"
+                raise ValueError(f"{args.target}: no gang workload found" + (f" ({'; '.join(notes)})" if notes else ""))
+            found = [(g, f"manifest {args.target}") for g in gangs]
         else:
-            gang, how = find_gang(args.target, args.namespace or "default", snap, objects)
+            found = [find_gang(args.target, args.namespace or "default", snap, objects)]
     except (DumpError, AdapterError, ValueError, TargetNotFound, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
@@ -1114,13 +1156,41 @@ def cmd_diagnose(args) -> int:
     now, time_note = reference_time(snap, args.cluster, now, time.time())
     if time_note:  # a dump read days later must not count those days as GPU-hours lost
         print(f"gangcheck: {time_note}", file=sys.stderr)
-    report = diagnose(snap, gang, now, options)
-    report["gang"]["found"] = how
+    base = ["gangcheck", "diagnose", args.target]
+    if args.namespace and not manifest:
+        base += ["-n", args.namespace]
+    base += ["--cluster", args.cluster]
+    if getattr(args, "skip_unsupported", False):
+        base.append("--skip-unsupported")
+    if getattr(args, "policy", None):
+        base += ["--policy", args.policy]
+    if args.now is not None:
+        base += ["--now", repr(args.now)]
+    invocation = " ".join(_q(x) for x in base + ["-o", "json"])
+    reports = []
+    for k, (gang, how) in enumerate(found):
+        report = diagnose(snap, gang, now, options)
+        report["gang"]["found"] = how
+        report["invocation"] = invocation if len(found) == 1 else f"{invocation} | jq '.[{k}]'"
+        reports.append(report)
     if args.output == "json":
-        print(json.dumps(report, indent=2, default=str))
+        if len(reports) == 1 and notes:
+            reports[0]["notes"] = notes
+        elif notes:
+            for note in notes:
+                print(f"gangcheck: note: {note}", file=sys.stderr)
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2, default=str))
     else:
-        print(f"({how})")
-        print(render_diagnosis(report))
+        for k, report in enumerate(reports):
+            if len(reports) > 1:
+                g = report["gang"]
+                if k:
+                    print()
+                print(f"=== gang {k + 1} of {len(reports)}: {g['kind']} {g['namespace']}/{g['name']} ===")
+            print(f"({report['gang']['found']})")
+            print(render_diagnosis(report))
+        for note in notes:
+            print(f"note: {note}")
     return 0
 
 

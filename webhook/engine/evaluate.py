@@ -686,15 +686,15 @@ def evaluate(
     warnings = [_short(f.message) for f in findings if f.severity in (WAITS, "Info")]
     expected = None
     if now is not None and verdict == WAITS and main_ev is not None and placed_now is None and snap.nodes:
-        expected = _expected_wait(snap, gang, now, main_ev.now_mask, history)
+        expected = _expected_wait(snap, gang, now, main_ev.now_mask, history, main_ev.ever_mask)
     return Decision(verdict, reasons, message, warnings, findings, gang_info, nodes,
                     quota.report if quota else None, frag, placement, expected)
 
 
-def _expected_wait(snap, gang, now, eligible, history) -> dict[str, Any]:
+def _expected_wait(snap, gang, now, eligible, history, ever=None) -> dict[str, Any]:
     prio = gang_priority(snap, gang)
     est = estimate_wait(snap, gang, now, history=history, ahead=gangs_ahead(snap, gang, prio, eligible=eligible),
-                        eligible=eligible, priority=prio)
+                        eligible=eligible, priority=prio, ever=ever)
     return est.as_dict()
 
 
@@ -721,7 +721,7 @@ def expected_wait(
     name = (flavors or {}).get(main.name)
     flavor = snap.kueue.flavors.get(name) if name else None
     ev = _evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
-    return _expected_wait(snap, gang, now, ev.now_mask, history)
+    return _expected_wait(snap, gang, now, ev.now_mask, history, ev.ever_mask)
 
 
 def _check_topology(snap, evals, placed):

@@ -34,6 +34,7 @@ import heapq
 import itertools
 import math
 import operator
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -153,7 +154,8 @@ class Fix:
         return (self.cost(), ACTION_RANK.get(self.action, 99), not self.sufficient)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (victims capped at 50; ``victims_total`` gives the full count)."""
+        """JSON-ready dict (victims and nodes capped at 50; ``victims_total`` / ``nodes_total``
+        give the full counts; ``commands`` are all of them)."""
         return {
             "action": self.action,
             "summary": self.summary,
@@ -169,6 +171,7 @@ class Fix:
             "victims": [v.to_dict() for v in self.victims[:50]],
             "victims_total": len(self.victims),
             "nodes": list(self.nodes[:50]),
+            "nodes_total": len(self.nodes),
             "commands": list(self.commands),
         }
 
@@ -2216,8 +2219,102 @@ def _cmd_evict(v: Victim) -> str:
     return f"kubectl -n {v.namespace} delete pod {v.name}"
 
 
+#: How to stop a whole gang, by the kind of its controller (a victim unit's key): the resource
+#: kubectl names it by (plural.group, unambiguous next to Volcano's jobs) and the merge patch
+#: that suspends it — the controller then deletes its pods and creates none until resumed.
+#: Sources: batch/v1 Job and JobSet ``spec.suspend`` (kubernetes/api batch/v1 JobSpec,
+#: kubernetes-sigs/jobset api jobset_types.go); KubeRay RayJob ``spec.suspend`` (ray-operator
+#: apis/ray/v1 rayjob_types.go); Kubeflow Trainer TrainJob ``spec.suspend``; Kubeflow training
+#: operator jobs and MPIJob v2beta1 ``spec.runPolicy.suspend`` (kubeflow/training-operator
+#: pkg/apis/kubeflow.org/v1 common_types.go RunPolicy, kubeflow/mpi-operator v2beta1 RunPolicy).
+#: Other kinds (PodGroups, Volcano Jobs, RayClusters, LeaderWorkerSets) have no such field:
+#: their pods are deleted, whole.
+SUSPEND: Mapping[str, tuple[str, str]] = {
+    "Job": ("jobs.batch", '{"spec":{"suspend":true}}'),
+    "JobSet": ("jobsets.jobset.x-k8s.io", '{"spec":{"suspend":true}}'),
+    "RayJob": ("rayjobs.ray.io", '{"spec":{"suspend":true}}'),
+    "TrainJob": ("trainjobs.trainer.kubeflow.org", '{"spec":{"suspend":true}}'),
+    **{k: (f"{k.lower()}s.kubeflow.org", '{"spec":{"runPolicy":{"suspend":true}}}')
+       for k in ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")},
+}
+
+
+#: The merge patch that deactivates a Kueue Workload (kueue apis/kueue/v1beta1 workload_types.go: spec.active).
+_DEACTIVATE = '{"spec":{"active":false}}'
+
+
+def _kueue_workload(snap: ClusterSnapshot, kind: str, ns: str, name: str):
+    """The Kueue Workload of the gang ``kind`` ``ns/name`` in ``snap`` (``KueueWorkload.belongs_to``),
+    None when none is there; the Workloads are indexed once per snapshot."""
+    key = ("fixes.workloads_by_owner",)
+    index = snap.recall(key)
+    if index is None:
+        index = {}
+        for wl in snap.kueue.workloads.values():
+            okind, _, oname = wl.owner.partition("/")
+            index.setdefault((wl.namespace, okind.lower(), oname), wl)
+            index.setdefault((wl.namespace, "\0name", wl.name), wl)
+        index = snap.remember(key, index)
+    hit = index.get((ns, kind.lower(), name))  # type: ignore[union-attr]
+    if hit is None and kind in ("Pod", "PodGroup"):
+        hit = index.get((ns, "\0name", name))  # type: ignore[union-attr]
+    return hit
+
+
+def _eviction_commands(snap: ClusterSnapshot, units: Sequence[Unit], chosen: Sequence[int], victims: Sequence[Victim],
+                       verb: str) -> list[str]:
+    """What evicts the chosen units, every pod of them named: for a move, ``delete pod`` (their
+    controllers recreate them; one command per namespace); for a preemption, a gang whose
+    controller can be told to stop is stopped whole — a Kueue Workload deactivated
+    (``spec.active: false``: Kueue evicts it and keeps it queued; suspending a job Kueue admitted
+    would be undone by Kueue), else the kind's suspend field (``SUSPEND``) — and every other pod
+    is deleted."""
+    by_unit: dict[str, list[Victim]] = {}
+    for v in victims:
+        by_unit.setdefault(v.unit, []).append(v)
+    stop: list[str] = []
+    delete: dict[str, list[str]] = {}
+    queued_units = {units[i].key for i in chosen if any(p.queue for p in units[i].pods)}
+    for k in sorted({units[i].key for i in chosen}):
+        pods = by_unit.get(k, [])
+        kind, ns, name = (k.split("/", 2) + ["", ""])[:3]
+        if verb != "move" and kind != "Pod" and name:
+            queued = k in queued_units
+            wl = _kueue_workload(snap, kind, ns, name) if snap.kueue.workloads else None
+            if wl is not None:
+                stop.append(f"kubectl -n {_q(ns)} patch workloads.kueue.x-k8s.io {_q(wl.name)} --type=merge -p "
+                            f"'{_DEACTIVATE}'   # Kueue evicts {kind} {name} whole and keeps it queued, inactive")
+                continue
+            if kind in SUSPEND and not queued:
+                res, patch = SUSPEND[kind]
+                stop.append(f"kubectl -n {_q(ns)} patch {res} {_q(name)} --type=merge -p '{patch}'"
+                            f"   # suspends {kind} {name}: its pods leave, none is recreated until it is resumed")
+                continue
+        for v in pods:
+            delete.setdefault(v.namespace, []).append(v.name)
+    out = list(stop)
+    why = ("   # their controllers recreate them on the other nodes" if verb == "move"
+           else "   # pods with a controller come back Pending; pods without one are gone")
+    for ns in sorted(delete):
+        out.append(f"kubectl -n {_q(ns)} delete pod " + _qs(delete[ns]) + why)
+    return out
+
+
+def _recreated(p: BoundPod) -> bool:
+    """True when a controller recreates ``p`` once it is deleted (it has an owner or a gang): a
+    pod without one is gone, so evicting it is never a "move"."""
+    return bool(p.owner_kind or p.gang)
+
+
 def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: str, max_priority=None,
                     repaired: list[str] | None = None, extra_mask: np.ndarray | None = None, memo: dict | None = None) -> Fix | None:
+    """A move or preemption that frees nodes for the main pod set (after repairing ``repaired``
+    when given). Its commands, in the order to run them: the repairs that attract no pod
+    (device plugins, NotReady nodes); ``cordon`` of the nodes to free (else the evicted pods'
+    replacements land there again); the evictions (``_eviction_commands``); ``uncordon`` of those
+    nodes and of the cordoned repaired ones once the evicted pods are gone — a cordoned node
+    admits no new pod, the gang's included (kube-scheduler's NodeUnschedulable filter,
+    kubernetes pkg/scheduler/framework/plugins/nodeunschedulable)."""
     base = None
     if repaired:
         base = snap.free.copy()
@@ -2231,8 +2328,11 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
     placement = place(after, _gang_demands(view, mask_extra=extra_mask))
     sufficient = placement is not None
     moved = False
-    if placement is not None:
+    if placement is not None and all(_recreated(p) for i in chosen for p in units[i].pods):
         avail2, taken = _apply_placement(after, view, placement)
+        # The freed nodes are cordoned while the victims leave: their replacements re-fit elsewhere.
+        taken = taken.copy()
+        taken[freed] = True
         moved = _refits(snap, avail2, placement, [units[i] for i in chosen], taken)
     verb = "move" if moved else "preempt"
     action = f"repair+{verb}" if repaired else verb
@@ -2248,22 +2348,24 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
         what += " (partial gang: bound pods hold GPUs while siblings are Pending, no progress lost)"
     if action_hint == "lower-priority":
         what += f" — all below the gang's priority {view.priority}"
+    pre: list[str] = []
+    later: list[str] = []
     if repaired:
         what = f"repair {len(repaired)} node(s), then " + what
-    units_cmds = []
-    by_unit: dict[str, list[Victim]] = {}
-    for v in victims:
-        by_unit.setdefault(v.unit, []).append(v)
-    for k in keys[:5]:
-        kind, ns, name = (k.split("/", 2) + ["", ""])[:3]
-        pods = by_unit.get(k, [])
-        if verb == "move" or kind == "Pod":
-            names_txt = " ".join(v.name for v in pods[:20]) + (" …" if len(pods) > 20 else "")
-            units_cmds.append(f"kubectl -n {pods[0].namespace if pods else ns} delete pod {names_txt}"
-                              + ("   # its controller recreates them elsewhere" if verb == "move" else ""))
-        else:
-            units_cmds.append(f"kubectl -n {ns} patch {kind.lower()} {name} --type=merge -p '{{\"spec\":{{\"suspend\":true}}}}'"
-                              "   # suspend the whole gang (Kueue requeues it); or delete it")
+        broken = broken_nodes(snap)
+        want = set(repaired)
+        by = {k: [snap.nodes[i].name for i in v if snap.nodes[i].name in want] for k, v in broken.items()}
+        _, pre, later = _repair_parts(snap, by)
+    to_cordon = [n for n in names if not snap.nodes[snap.node_index[n]].unschedulable]
+    cmds = list(pre)
+    if to_cordon:
+        what += "; cordon the freed nodes first, uncordon them once the evicted pods are gone"
+        cmds.append("kubectl cordon " + _qs(to_cordon) + "   # first: keeps the evicted pods' replacements off these nodes")
+    cmds.extend(_eviction_commands(snap, units, chosen, victims, verb))
+    back = to_cordon + [n for n in later if n not in set(to_cordon)]
+    if back:
+        cmds.append("kubectl uncordon " + _qs(back)
+                    + "   # once the evicted pods are gone: then the gang's pods bind here (a cordoned node takes none)")
     return Fix(
         action=action,
         summary=what + ("" if sufficient else "; not enough alone"),
@@ -2279,7 +2381,7 @@ def _displacing_fix(snap, gang, view: GangView, now, options, *, action_hint: st
         sufficient=sufficient,
         victims=victims,
         nodes=(list(repaired or []) + names),
-        commands=units_cmds,
+        commands=cmds,
     )
 
 
@@ -2295,8 +2397,61 @@ def broken_nodes(snap: ClusterSnapshot) -> dict[str, list[int]]:
     }
 
 
-def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[int], np.ndarray]:
-    """Nodes that could host one of the main pods once uncordoned / Ready / devices healthy."""
+def _plugin_pods_on(snap: ClusterSnapshot, node: str) -> list[BoundPod]:
+    """Device-plugin pods bound to ``node`` (a pod whose name holds "device-plugin")."""
+    return [p for p in snap.pods_by_node.get(node, ()) if "device-plugin" in p.name]
+
+
+def _repair_parts(snap: ClusterSnapshot, by: Mapping[str, list[str]]) -> tuple[list[str], list[str], list[str]]:
+    """(what the repair is, per problem; commands that repair devices and NotReady nodes;
+    the cordoned node names to uncordon) for ``by``: problem → node names (``broken_nodes``
+    keys). Every node is in a command: one per device-plugin restart, one ``describe`` for all
+    NotReady nodes (their kubelet is repaired on the node itself)."""
+    parts, cmds = [], []
+    if by["devices"]:
+        parts.append(f"{len(by['devices'])} with unhealthy or unadvertised devices ({_sample(by['devices'])})")
+        for n in by["devices"]:
+            pods = _plugin_pods_on(snap, n)
+            if pods:
+                for p in pods:
+                    cmds.append(f"kubectl -n {_q(p.namespace)} delete pod {_q(p.name)}   # restart the device plugin on {n}")
+            else:  # the GPU operator's DaemonSet label, in whichever namespace it runs
+                cmds.append(f"kubectl delete pod -A -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={_q(n)}"
+                            "   # restart its device plugin")
+    if by["not_ready"]:
+        parts.append(f"{len(by['not_ready'])} NotReady ({_sample(by['not_ready'])})")
+        cmds.append("kubectl describe node " + _qs(by["not_ready"])
+                    + "   # NotReady: repair kubelet/containerd on each node; see its conditions")
+    if by["cordoned"]:
+        parts.append(f"{len(by['cordoned'])} cordoned ({_sample(by['cordoned'])})")
+    return parts, cmds, list(by["cordoned"])
+
+
+def _resource_of(gang: GangRequest) -> str:
+    """How kubectl names the gang's object unambiguously: ``kind.group`` (``job.batch``,
+    ``job.batch.volcano.sh``, ``pytorchjob.kubeflow.org``), the kind alone for the core group."""
+    group = gang.api_version.rpartition("/")[0] if gang.api_version and "/" in gang.api_version else ""
+    return f"{gang.kind.lower()}.{group}" if group else gang.kind.lower()
+
+
+def _q(word: str) -> str:
+    """``word`` quoted for a POSIX shell (unchanged when it is a plain Kubernetes name)."""
+    return shlex.quote(word)
+
+
+def _qs(words: Iterable[str]) -> str:
+    """``words`` quoted and joined by spaces (``_q``)."""
+    return " ".join(map(shlex.quote, words))
+
+
+def _sample(names: Sequence[str], k: int = 3) -> str:
+    """The first ``k`` names, and how many more ("a, b, c and 5 more")."""
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
+def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[str], np.ndarray]:
+    """Nodes that could host one of the main pods once uncordoned / Ready / devices healthy.
+    Its commands name every such node (``_repair_parts``)."""
     main = view.main
     ps, sh = view.pod_sets[main], view.shapes[main]
     empty = np.zeros(len(snap.nodes), dtype=bool)
@@ -2312,22 +2467,12 @@ def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[i
     if len(gain_nodes) == 0:
         return None, [], empty
     gain = int((k_rep[gain_nodes] - view.k_now[main][gain_nodes]).sum())
-    cmds, parts = [], []
     sets = {k: set(v) for k, v in broken.items()}
     names = [snap.nodes[int(i)].name for i in gain_nodes]
     by = {k: [snap.nodes[int(i)].name for i in gain_nodes if int(i) in sets[k]] for k in sets}
-    if by["devices"]:
-        parts.append(f"{len(by['devices'])} with unhealthy or unadvertised devices ({', '.join(by['devices'][:3])})")
-        for n in by["devices"][:3]:
-            cmds.append(f"kubectl -n gpu-operator delete pod -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName={n}   # restart its device plugin")
-    if by["not_ready"]:
-        parts.append(f"{len(by['not_ready'])} NotReady ({', '.join(by['not_ready'][:3])})")
-        for n in by["not_ready"][:3]:
-            cmds.append(f"kubectl describe node {n}   # kubelet/containerd on the node; see its conditions")
-    if by["cordoned"]:
-        parts.append(f"{len(by['cordoned'])} cordoned ({', '.join(by['cordoned'][:3])})")
-        for n in by["cordoned"][:3]:
-            cmds.append(f"kubectl uncordon {n}")
+    parts, cmds, cordoned = _repair_parts(snap, by)
+    if cordoned:
+        cmds.append("kubectl uncordon " + _qs(cordoned) + "   # once their maintenance is over")
     mask = empty.copy()
     mask[gain_nodes] = True
     enough = gain >= view.deficit
@@ -2337,6 +2482,15 @@ def _repair_fix(snap, gang, view: GangView, options) -> tuple[Fix | None, list[i
                 + ("" if enough else f", {view.deficit - gain} still short"),
         frees_nodes=len(gain_nodes), sufficient=enough, nodes=names, commands=cmds)
     return fix, names, mask
+
+
+def _delete_podgroups(pgs: Sequence[str]) -> list[str]:
+    """``kubectl delete podgroup`` for every "namespace/name" of ``pgs``, one command per namespace."""
+    by: dict[str, list[str]] = {}
+    for p in pgs:
+        ns, _, name = p.partition("/")
+        by.setdefault(ns, []).append(name)
+    return [f"kubectl -n {_q(ns)} delete podgroup " + _qs(names) for ns, names in sorted(by.items())]
 
 
 def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
@@ -2372,30 +2526,55 @@ def _quota_fixes(snap, gang, decision: Decision) -> list[Fix]:
             elif d.get("queue"):
                 q = d["queue"]
                 out.append(Fix("raise-quota", f"raise Volcano queue {q}'s capability for {r} by {more}",
-                               commands=[f"kubectl get queue {q} -o yaml", f"kubectl edit queue {q}   # spec.capability"]))
+                               commands=[f"kubectl get queues.scheduling.volcano.sh {q} -o yaml", f"kubectl edit queues.scheduling.volcano.sh {q}   # spec.capability"]))
         elif f.code == "OrphanPodGroups":
             pgs = list(d.get("pod_groups") or [])
             out.append(Fix("release-reservations",
-                f"delete {len(pgs)} orphan PodGroup(s) that reserve queue quota with no running pod: " + ", ".join(pgs[:5]),
+                f"delete {len(pgs)} orphan PodGroup(s) that reserve queue quota with no running pod: " + _sample(pgs, 5),
                 sufficient=True,
-                commands=[f"kubectl -n {p.split('/', 1)[0]} delete podgroup {p.split('/', 1)[1]}" for p in pgs[:10]]))
+                commands=_delete_podgroups(pgs)))
         elif f.code == "ExceedsDeservedShare" and d.get("plugin") == "capacity":
             q = d.get("queue")
             out.append(Fix("raise-quota",
                 f"raise Volcano queue {q}'s spec.deserved for {d.get('resource')} to ≥ {d.get('request')} (now {d.get('deserved'):g}) "
                 "so its pods are not reclaimed, or give it a guarantee",
-                commands=[f"kubectl edit queue {q}   # spec.deserved / spec.guarantee.resource"]))
+                commands=[f"kubectl edit queues.scheduling.volcano.sh {q}   # spec.deserved / spec.guarantee.resource"]))
         elif f.code == "ExceedsDeservedShare":
             q = d.get("queue")
             out.append(Fix("raise-quota",
                 f"give Volcano queue {q} a guarantee ≥ {d.get('request')} {d.get('resource')} or a higher weight (deserved {d.get('deserved')})",
-                commands=[f"kubectl edit queue {q}   # spec.guarantee.resource / spec.weight"]))
+                commands=[f"kubectl edit queues.scheduling.volcano.sh {q}   # spec.guarantee.resource / spec.weight"]))
         elif f.code == "QuotaExceedsCapacity":
             cq = d.get("cluster_queue")
             out.append(Fix("lower-quota",
                 f"lower ClusterQueue {cq}'s {d.get('resource')} quota in flavor {d.get('flavor')} from {d.get('nominal')} to the "
                 f"{d.get('physical')} that exist, so Kueue's own preemption (not kube-scheduler) decides who runs",
                 commands=[f"kubectl edit clusterqueue {cq}"]))
+    return out
+
+
+#: Owner kinds whose pods never end on their own (as ``wait.PERMANENT_OWNERS``).
+_LASTING_OWNERS = frozenset({"DaemonSet", "Node"})
+
+
+def _lasting_free(snap: ClusterSnapshot, view: GangView) -> np.ndarray:
+    """Free resources [nodes × resources] of each node the main pod set may use now once every
+    pod on it that can end has ended: allocatable minus the gang's own bound pods (they wait
+    for their siblings and end only with the gang), DaemonSet/mirror pods and pods at system
+    priority. Scheduler units; other nodes' rows are their allocatable (not read)."""
+    out = snap.alloc.copy()
+    pods_col = snap.col.get("pods")
+    own = {(p.namespace, p.name) for p in view.own_bound}
+    for i in np.flatnonzero(view.now_masks[view.main]).tolist():
+        for p in snap.pods_by_node.get(snap.nodes[i].name, ()):
+            if (p.owner_kind in _LASTING_OWNERS or p.priority >= SYSTEM_PRIORITY
+                    or (p.namespace, p.name) in own):
+                for r, v in p.requests.items():
+                    c = snap.col.get(r)
+                    if c is not None:
+                        out[i, c] -= v
+                if pods_col is not None:
+                    out[i, pods_col] -= 1
     return out
 
 
@@ -2454,9 +2633,11 @@ def compute_fixes(
                 f"shrink the gang to {total_now} pod(s) of {shape_txt} (the most that fit now; "
                 f"{view.need + len(view.own_bound)} requested) — only if the job can run smaller",
                 sufficient=True, frees_nodes=0,
-                commands=[f"kubectl -n {gang.namespace} edit {gang.kind.lower()} {gang.name}   # replicas / parallelism / minAvailable → {total_now}"]))
-        # wait: running work on eligible nodes ends
-        full = np.where(view.now_masks[main], pods_per_node(snap.alloc, sh, ps.max_per_node), 0)
+                commands=[f"kubectl -n {_q(gang.namespace)} edit {_resource_of(gang)} {_q(gang.name)}"
+                          f"   # replicas / parallelism / minAvailable → {total_now}"]))
+        # wait: running work on eligible nodes ends — never the gang's own bound pods (they wait
+        # for their siblings), DaemonSet or system pods (they never end)
+        full = np.where(view.now_masks[main], pods_per_node(_lasting_free(snap, view), sh, ps.max_per_node), 0)
         if int(full.sum()) >= view.need and int(full.sum()) > view.placeable:
             start = None if (expected_wait_s is None or now is None) else now + expected_wait_s
             fixes.append(Fix("wait",

@@ -53,7 +53,7 @@ import numpy as np
 
 from .filters import Constraints, filter_nodes
 from .fit import Shape, pods_per_node, shape_of
-from .model import BoundPod, GangRequest, PodSet
+from .model import TAINT_NOT_READY, TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE, BoundPod, GangRequest, PodSet
 from .snapshot import ClusterSnapshot
 
 __all__ = [
@@ -450,10 +450,18 @@ class WaitEstimate:
     fits_now: int = 0
     horizon_s: float = DEFAULT_HORIZON_S
     beyond_horizon: bool = False
+    blocked_by: str | None = None
+    repair: tuple[tuple[str, int], ...] = ()
+    pods_max: int | None = None
 
     def text(self) -> str:
         """One line for warnings and annotations, e.g.
-        "expected wait p50 5h40m, p90 9h (end times known for 72% of blocking pods)"."""
+        "expected wait p50 5h40m, p90 9h (end times known for 72% of blocking pods)", or when
+        running work can never free enough (``blocked_by``) what must happen instead:
+        "waits for repair: 8 cordoned node(s) must be uncordoned; running work alone never
+        frees enough (at most 12 of 64 pods)"."""
+        if self.blocked_by is not None:
+            return self.blocker_text()
         share = f"end times known for {int(round(self.known_share * 100))}% of blocking pods"
         if self.unknown:
             return f"expected wait unknown ({share})"
@@ -464,10 +472,22 @@ class WaitEstimate:
         p90 = far if self.p90_s is None else format_duration(self.p90_s)
         return f"expected wait p50 {p50}, p90 {p90} ({share})"
 
+    def blocker_text(self) -> str:
+        """What the gang waits for when running work ending is not enough (``blocked_by``):
+        "repair" — the repairs, most nodes first —, or "capacity" (nothing repairable helps)."""
+        most = f"at most {self.pods_max} of {self.pods_needed} pods"
+        if self.blocked_by == "repair":
+            return (f"waits for repair: {', '.join(_repair_phrase(k, n) for k, n in self.repair)}; "
+                    f"running work alone never frees enough ({most})")
+        return f"waits for capacity: running work alone never frees enough on the nodes it may use ({most})"
+
     def as_dict(self) -> dict:
-        """JSON-ready: seconds rounded to whole seconds, the share to 4 decimals, the text."""
+        """JSON-ready: seconds rounded to whole seconds, the share to 4 decimals, the text;
+        ``blocked_by`` ("repair", "capacity" or None), ``repair`` ({problem: nodes}: "cordoned",
+        "not_ready", "devices", "taint KEY=VALUE:EFFECT") and ``pods_max`` (pods of the main
+        shape that fit once all running work that can end has ended) when it is set."""
         r = lambda v: None if v is None else int(round(v))
-        return {
+        out = {
             "earliest_start_s": r(self.earliest_start_s),
             "p50_s": r(self.p50_s),
             "p90_s": r(self.p90_s),
@@ -477,6 +497,74 @@ class WaitEstimate:
             "pods_needed": self.pods_needed,
             "text": self.text(),
         }
+        if self.blocked_by is not None:
+            out["blocked_by"] = self.blocked_by
+            out["repair"] = dict(self.repair)
+            out["pods_max"] = self.pods_max
+        return out
+
+
+def _repair_phrase(problem: str, nodes: int) -> str:
+    """One repair, e.g. "8 cordoned node(s) must be uncordoned"."""
+    if problem == "cordoned":
+        return f"{nodes} cordoned node(s) must be uncordoned"
+    if problem == "not_ready":
+        return f"{nodes} NotReady node(s) must become Ready"
+    if problem == "devices":
+        return f"{nodes} node(s) must advertise their devices again (device plugin)"
+    return f"{nodes} node(s) must lose the {problem}"
+
+
+#: Taints the control plane sets for a cordon or a NotReady/unreachable node: said as such.
+_CONDITION_TAINTS = frozenset({TAINT_UNSCHEDULABLE, TAINT_NOT_READY, TAINT_UNREACHABLE})
+
+
+def repair_needs(snap: ClusterSnapshot, ps: PodSet, shape: Shape, eligible: np.ndarray,
+                 ever: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """What must be repaired for more of ``ps``'s pods to fit: per problem, the nodes that
+    would then take a pod of ``shape`` and cannot now — ``ever`` (repaired) but not
+    ``eligible`` (now), or eligible with devices not all allocatable. Problems: "cordoned",
+    "not_ready" (Ready=False or the not-ready/unreachable taint), "devices" (device
+    allocatable below what is installed, ``ClusterSnapshot.ever_alloc``), "taint K=V:EFFECT"
+    (any other taint the pod does not tolerate: a transient one, as the filters skip for
+    "ever"). A node with several problems counts under each. Most nodes first, then by name."""
+    mpn = ps.max_per_node
+    k_ever = pods_per_node(snap.ever_alloc, shape, mpn)
+    k_alloc = pods_per_node(snap.alloc, shape, mpn)
+    counts: dict[str, int] = {}
+
+    def add(k: str) -> None:
+        counts[k] = counts.get(k, 0) + 1
+
+    for i in np.flatnonzero(ever & ~eligible & (k_ever > 0)).tolist():
+        n = snap.nodes[i]
+        if n.unschedulable:
+            add("cordoned")
+        if n.ready is False or any(t.key in (TAINT_NOT_READY, TAINT_UNREACHABLE) for t in n.taints):
+            add("not_ready")
+        for t in n.taints:
+            if (t.key not in _CONDITION_TAINTS and t.effect in ("NoSchedule", "NoExecute")
+                    and not any(tol.tolerates(t) for tol in ps.tolerations)):
+                add(f"taint {t.key}{'=' + t.value if t.value else ''}:{t.effect}")
+        if k_ever[i] > k_alloc[i]:
+            add("devices")
+    devices_now = int(np.count_nonzero(eligible & (k_ever > k_alloc)))
+    if devices_now:
+        counts["devices"] = counts.get("devices", 0) + devices_now
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _bound_by_gang(snap: ClusterSnapshot) -> Mapping[str, list[BoundPod]]:
+    """Bound pods with a gang key, by gang key; built once per snapshot and kept on it."""
+    key = ("wait.bound_by_gang",)
+    hit = snap.recall(key)
+    if hit is None:
+        by: dict[str, list[BoundPod]] = {}
+        for p in snap.pods:
+            if p.gang and p.node_name:
+                by.setdefault(p.gang, []).append(p)
+        hit = snap.remember(key, by)
+    return hit  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- internals
@@ -835,8 +923,14 @@ def estimate_wait(
     default_limit_s: float | None = None,
     horizon_s: float = DEFAULT_HORIZON_S,
     priority: int | None = None,
+    ever: np.ndarray | None = None,
 ) -> WaitEstimate:
     """Expected wait of ``gang`` on ``snap`` at time ``now`` (epoch seconds); see the module doc.
+
+    The gang's own bound pods (gang key ``gang.key``) count as placed and never end: they wait
+    for their siblings. When the eligible nodes cannot hold the pods still to place even once
+    every pod that can end has ended, no wait on running work is given: ``blocked_by`` says
+    "repair" (with ``repair``: what, ``repair_needs``) or "capacity", ``unknown`` is True.
 
     Args:
         snap: the cluster; pods' ``start_time`` (epoch s) and ``runtime_limit_s`` (else
@@ -857,6 +951,9 @@ def estimate_wait(
         horizon_s: the longest wait searched for p50/p90.
         priority: this gang's priority (``gang_priority``); later arrivals of strictly higher
             priority pass it. None: later arrivals are not modelled.
+        ever: bool mask [nodes] of nodes the main pod set could use once repaired (the
+            engine's ``ever_mask``: cordon, NotReady and transient taints skipped); default:
+            the filters with ``ever=True``. Read only to say what a blocked gang waits for.
 
     Returns:
         ``WaitEstimate`` (all zero when the gang fits now and nothing is ahead).
@@ -870,6 +967,9 @@ def estimate_wait(
     mpn = ps.max_per_node
     if eligible is None:
         eligible = filter_nodes(snap, Constraints(ps), ever=False).mask
+    own_key = gang.key
+    own_placed = sum(1 for p in _bound_by_gang(snap).get(own_key, ()) if dict(p.requests) == dict(ps.requests))
+    need_pods = max(0, need_pods - own_placed)
     elig_idx = np.flatnonzero(eligible)
     cols = shape.cols
     free_e = snap.free[elig_idx][:, cols]
@@ -904,7 +1004,7 @@ def estimate_wait(
                 full_caps.append(c_empty)
             continue
         pods = snap.pods_by_node.get(snap.nodes[i].name, ())
-        removable = [p for p in pods if p.owner_kind not in PERMANENT_OWNERS]
+        removable = [p for p in pods if p.owner_kind not in PERMANENT_OWNERS and p.gang != own_key]
         vecs = [[1] + [p.requests.get(n, 0) for n in names] for p in removable]
         base = list(free_rows[row])
         for v in vecs:
@@ -1044,6 +1144,13 @@ def estimate_wait(
 
     if fits_now >= need_pods and not ahead:
         return WaitEstimate(0.0, 0.0, 0.0, known_share, False, blocking, need_pods, fits_now, horizon_s)
+    pods_max = sum(full for _, _, _, full, _ in pool)   # once all work that can end has ended
+    if pods_max < need_pods:
+        if ever is None:
+            ever = filter_nodes(snap, Constraints(ps), ever=True).mask
+        needs = repair_needs(snap, ps, shape, eligible, ever)
+        return WaitEstimate(None, None, None, known_share, True, blocking, need_pods, fits_now, horizon_s,
+                            blocked_by="repair" if needs else "capacity", repair=needs, pods_max=pods_max)
     unknown = blocking > 0 and known_share < 0.5
     if unknown:
         return WaitEstimate(earliest_s, None, None, known_share, True, blocking, need_pods, fits_now, horizon_s)
