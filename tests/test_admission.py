@@ -179,7 +179,7 @@ def test_warn_mode_admits_never_fits_with_would_be_denied(snap):
     # most useful part first: the verdict, its code and what to change, then the numbers (#17 item 15)
     assert w[0] == "would be denied (ExceedsMaxQuota): ask for at most 64 pods of 8 nvidia.com/gpu, or for a larger quota"
     assert w[1] == "insufficient quota for nvidia.com/gpu in flavor h100, request 640 > maximum capacity (512):"
-    assert w[2] == "… ClusterQueue team-llm allows at most 512 (nominal 512 + borrowing 0)"
+    assert w[2] == "… ClusterQueue team-llm can get at most 512 (its nominalQuota 512 + borrowingLimit 0)"
     assert len(w) == 3 and all(len(x) <= 120 for x in w)
 
 
