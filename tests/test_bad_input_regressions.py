@@ -124,7 +124,10 @@ def test_quantity_overflow_is_denied_by_the_webhook_not_a_fail_open():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gangcheck") as c:
             return await c.post("/validate", json=review)
 
-    r = asyncio.run(post())
+    try:
+        r = asyncio.run(post())
+    finally:
+        app.state.executor.shutdown(wait=True)  # no worker thread left behind (later tests fork)
     assert r.status_code == 200
     resp = r.json()["response"]
     assert resp["allowed"] is False and resp["status"]["code"] == 403

@@ -166,8 +166,11 @@ def test_webhook_admits_with_a_warning_naming_the_field():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gangcheck") as c:
             return await c.post(path, json=review)
 
-    for path in ("/validate", "/mutate"):
-        r = asyncio.run(post(path))
+    try:
+        responses = [asyncio.run(post(path)) for path in ("/validate", "/mutate")]
+    finally:
+        app.state.executor.shutdown(wait=True)  # no worker thread left behind (later tests fork)
+    for r in responses:
         assert r.status_code == 200
         resp = r.json()["response"]
         assert resp["allowed"] is True and "patch" not in resp
