@@ -392,7 +392,7 @@ def _bad_quantity(obj):
 @pytest.mark.parametrize(
     "obj, expected",
     [
-        (_bad(_set_worker_replicas), "job.yaml: PyTorchJob llm/train: spec.pytorchReplicaSpecs.Worker.replicas: expected an integer ≥ 0, got 'eight'"),
+        (_bad(_set_worker_replicas), "job.yaml: PyTorchJob llm/train: spec.pytorchReplicaSpecs.Worker.replicas: expected an integer from 0 to 2147483647 (int32), got 'eight'"),
         (_bad(_drop_worker_template), "PyTorchJob llm/train: spec.pytorchReplicaSpecs.Worker.template: expected a pod template"),
         (_bad(_drop_containers), "PyTorchJob llm/train: spec.pytorchReplicaSpecs.Master.template.spec.containers: expected at least one container"),
         (_bad(_bad_quantity), "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu: expected a quantity such as '8' or '500m', got '8 GPUs'"),

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from builders import GPU, node, snapshot
-from webhook.adapters import adapt
+from webhook.adapters import AdapterError, adapt
 from webhook.cli import main
 from webhook.engine.evaluate import evaluate
 
@@ -63,14 +63,95 @@ def test_job_with_queue_label_and_no_resources_does_not_crash(capsys, tmp_path):
     assert "Fits" in out
 
 
-@pytest.mark.parametrize("quantity", ["1e400", "0.5", "500m"])
-def test_absurd_or_fractional_gpu_quantities_are_bad_input(capsys, tmp_path, quantity):
+@pytest.mark.parametrize("quantity", ["0.5", "500m"])
+def test_fractional_gpu_quantities_are_bad_input(capsys, tmp_path, quantity):
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
            "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {GPU: quantity}}}]}}}}
     code, _, err = run(capsys, "check", write(tmp_path, "j.yaml", [job]), "--cluster", "demo")
     assert code == 2
     assert "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu" in err
-    assert ("too large" in err) if quantity == "1e400" else ("whole numbers" in err)
+    assert "whole numbers" in err
+
+
+GPU_FIELD = "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu"
+
+
+def gpu_job(quantity, resource: str = GPU) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "llm"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {resource: quantity}}}]}}}}
+
+
+# Issue #17 item 8. The API server stores a quantity past int64 (ParseQuantity keeps any
+# exponent, k8s.io/apimachinery resource/quantity.go) and kube-scheduler, whose Value() then
+# overflows, counted "1e9999999" GPUs as 0 and bound the pod. "1e9999999" raised
+# decimal.Overflow here (a fail-open with a traceback), "1e400" was bad input (admitted).
+@pytest.mark.parametrize("quantity", ["1e9999999", "1e400", "9223372036854775808", "1e19", float("inf")])
+def test_a_quantity_past_int64_is_denied_naming_the_field_and_the_scheduler(capsys, tmp_path, quantity):
+    g = adapt(gpu_job(quantity))
+    d = evaluate(snapshot([node("n1")]), g)
+    assert d.verdict == "NeverFits" and d.reasons == ["QuantityOverflow"]
+    assert f"{GPU_FIELD}: " in d.message
+    assert "kube-scheduler would count it as 0" in d.message and "could bind the pod without it" in d.message
+    assert dict(g.pod_sets[0].requests) == {}  # counted as the scheduler counts it: not at all
+    if isinstance(quantity, str):
+        assert f"{GPU_FIELD}: {quantity} overflows the int64" in d.message
+        code, out, err = run(capsys, "check", write(tmp_path, "j.yaml", [gpu_job(quantity)]), "--cluster", "demo")
+        assert code == 1 and "Traceback" not in err
+        assert "QuantityOverflow" in out and GPU_FIELD in out
+
+
+def test_a_binary_quantity_past_int64_is_capped_by_kubernetes_and_never_fits():
+    # "9Ei" > 2^63 - 1: ParseQuantity caps binary-suffixed amounts at maxAllowed (int64 max).
+    d = evaluate(snapshot([node("n1")]), adapt(gpu_job("9Ei", "memory")))
+    assert d.verdict == "NeverFits" and d.reasons == ["QuantityOverflow"]
+    assert "spec.template.spec.containers[0].resources.limits.memory: 9Ei is more than the int64" in d.message
+    assert "caps it at 2^63-1" in d.message and "stay Pending" in d.message
+
+
+def test_quantity_overflow_is_denied_by_the_webhook_not_a_fail_open():
+    import asyncio
+
+    import httpx
+
+    from webhook.server import create_app
+    from webhook.sources import StaticSource
+
+    app = create_app(StaticSource(snapshot([node("n1")]), "test"), None, clock=lambda: 1_750_000_000.0)
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "q", "operation": "CREATE", "namespace": "llm", "object": gpu_job("1e9999999")}}
+
+    async def post():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gangcheck") as c:
+            return await c.post("/validate", json=review)
+
+    try:
+        r = asyncio.run(post())
+    finally:
+        app.state.executor.shutdown(wait=True)  # no worker thread left behind (later tests fork)
+    assert r.status_code == 200
+    resp = r.json()["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    assert f"{GPU_FIELD}: 1e9999999 overflows" in resp["status"]["message"]
+    assert resp["auditAnnotations"] == {"verdict": "NeverFits", "reasons": "QuantityOverflow"}
+
+
+@pytest.mark.parametrize("quantity, detail", [
+    (float("nan"), "expected a quantity such as '8' or '500m', got nan"),          # JSON NaN / YAML .nan
+    (float("-inf"), "quantity must not be negative"),
+    ("1e4294967296", "exponent out of range"),                                      # the API server reads it mod 2^32
+    ("1" * 65, "expected a quantity of at most 64 characters, got 65"),
+])
+def test_malformed_quantities_are_per_field_adapter_errors(quantity, detail):
+    # NaN raised decimal.InvalidOperation (an internal error with a traceback).
+    with pytest.raises(AdapterError) as exc:
+        adapt(gpu_job(quantity))
+    assert exc.value.field == GPU_FIELD and detail in exc.value.detail
+
+
+def test_nan_quantity_in_yaml_is_exit_2(capsys, tmp_path):
+    f = write(tmp_path, "j.yaml", yaml.safe_dump(gpu_job(1.0)).replace("nvidia.com/gpu: 1.0", "nvidia.com/gpu: .nan"))
+    code, _, err = run(capsys, "check", f, "--cluster", "demo")
+    assert code == 2 and "Traceback" not in err and f"{GPU_FIELD}: expected a quantity" in err
 
 
 def test_random_bytes_on_stdin_are_bad_input(capsys, monkeypatch):

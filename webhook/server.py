@@ -631,7 +631,9 @@ def create_app(
         try:
             gang = adm.gang_of(req)
         except AdapterError as exc:
-            return adm.fail_open_response(req.uid, f"could not read the object: {exc}"), "none", "fail_open", "bad_object"
+            # Field and detail first: the warning is cut at 120 characters (the object is the request's own).
+            what = f"{exc.field}: {exc.detail}" if exc.field else exc.detail
+            return adm.fail_open_response(req.uid, f"could not read the object: {what}"), "none", "fail_open", "bad_object"
         if gang is None:
             return adm.allowed_response(req.uid), "none", "skipped", None
         snap = source.snapshot()  # the current immutable view: no API call, never blocks

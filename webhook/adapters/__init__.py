@@ -8,19 +8,24 @@ One module per API family, registered explicitly in :data:`ADAPTERS` keyed by
 
 ``adapt`` returns None for a kind that is recognised but is not a gang (a Pod outside a Kueue
 pod group, a RayJob that runs on an existing cluster). Every problem with the input is an
-:class:`AdapterError` naming the source, the object (``Kind namespace/name``) and the field.
+:class:`AdapterError` naming the source, the object (``Kind namespace/name``) and the field —
+except a well-formed quantity past int64, which the API server stores: it becomes a NeverFits
+finding ``QuantityOverflow`` on the gang (see ``podspec.collect_overflows``). Counts are
+bounded as the APIs bound them (``common.count_field``).
 Adapters are pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..engine.model import GangRequest
 from . import batch, coscheduling, jobset, kubeflow, kueue_pods, lws, ray, volcano
 from .common import describe, split_api_version
 from .errors import AdapterError
+from .podspec import collect_overflows
 
 __all__ = ["ADAPTERS", "API_VERSIONS", "AdapterError", "adapt", "is_supported", "supported_kinds"]
 
@@ -113,7 +118,11 @@ def adapt(obj: Any, source: str = "") -> GangRequest | None:
             field="apiVersion",
         )
     try:
-        return adapter(obj)
+        with collect_overflows() as overflows:  # a quantity past int64: a finding, not an error
+            gang = adapter(obj)
+        if gang is not None and overflows:
+            gang = replace(gang, findings=(*overflows, *gang.findings))
+        return gang
     except AdapterError as err:
         raise err.within(source=source, obj=who) from None
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:  # safety net: never a raw crash

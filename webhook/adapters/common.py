@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine.model import Finding, GangRequest, PodSet, frozen_map
-from .podspec import as_int, get_path, list_of, mapping, resource_map
+from .podspec import INT32_MAX, as_int, get_path, list_of, mapping, resource_map
 
 __all__ = [
     "QUEUE_NAME",
@@ -101,9 +101,27 @@ def string_map(value: Any, field: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in mapping(value, field).items() if v is not None}
 
 
-def count_field(value: Any, field: str, default: int | None = None) -> int:
-    """A replica-like count (``as_int`` with ``minimum=0``). Raises ``AdapterError`` when not an integer ≥ 0."""
-    return as_int(value, field, default=default, minimum=0)
+def count_field(value: Any, field: str, default: int | None = None, maximum: int = INT32_MAX) -> int:
+    """A replica-like count: an integer from 0 to ``maximum`` (default int32's 2^31 − 1).
+
+    Every count an adapter reads is an int32 in its API (Go ``int32``, OpenAPI ``format: int32``)
+    and the API server refuses a larger value ("must be less than or equal to 2147483647"):
+    batch/v1 JobSpec parallelism/completions (k8s.io/api batch/v1 types.go), JobSet
+    replicatedJobs[].replicas (minimum 0), Kubeflow replicaSpecs.*.replicas,
+    schedulingPolicy.minAvailable, elasticPolicy.minReplicas, Volcano Job minAvailable and
+    tasks[].replicas/minAvailable (minimum 0), Volcano and scheduler-plugins PodGroup
+    minMember, LeaderWorkerSet replicas (the CRD's maximum is 1,000,000: callers pass it) and
+    leaderWorkerTemplate.size, KubeRay workerGroupSpecs[].replicas/minReplicas/maxReplicas/
+    numOfHosts (the CRDs in jobset, kubeflow/training-operator, mpi-operator, volcano,
+    lws, kuberay). Kueue reads its pod-group-total-count annotation with ``strconv.Atoi``
+    (pkg/controller/jobs/pod), but a Workload's pod-set counts are int32: gangcheck reads at most
+    int32 there too. Bounding every count keeps what the engine does with it bounded.
+
+    Raises:
+        AdapterError: not an integer from 0 to ``maximum``; the message names the field and the
+            range.
+    """
+    return as_int(value, field, default=default, minimum=0, maximum=maximum)
 
 
 def template_priority(templates: Iterable[Any]) -> str | None:

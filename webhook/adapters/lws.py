@@ -22,7 +22,10 @@ from .common import build_gang, count_field, mapping
 from .errors import AdapterError
 from .podspec import pod_set_from_template
 
-__all__ = ["adapt_lws"]
+__all__ = ["MAX_REPLICAS", "adapt_lws"]
+
+#: ``spec.replicas`` maximum in the LeaderWorkerSet CRD (leaderworkerset.x-k8s.io_leaderworkersets.yaml).
+MAX_REPLICAS = 1_000_000
 
 
 def adapt_lws(obj: Mapping) -> GangRequest:
@@ -39,7 +42,7 @@ def adapt_lws(obj: Mapping) -> GangRequest:
             that are not integers, bad pod templates.
     """
     spec = mapping(obj.get("spec"), "spec", required=True)
-    replicas = count_field(spec.get("replicas"), "spec.replicas", default=1)
+    replicas = count_field(spec.get("replicas"), "spec.replicas", default=1, maximum=MAX_REPLICAS)
     lwt = mapping(spec.get("leaderWorkerTemplate"), "spec.leaderWorkerTemplate", required=True)
     size = count_field(lwt.get("size"), "spec.leaderWorkerTemplate.size", default=1)
     if size < 1:

@@ -13,10 +13,13 @@ Rules mirror Kubernetes (FIELD-NOTES §1):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ..engine.model import (
+    Finding,
     HostPort,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -24,7 +27,7 @@ from ..engine.model import (
     Toleration,
     frozen_map,
 )
-from ..engine.quantity import QuantityError, parse_quantity
+from ..engine.quantity import QuantityError, QuantityOverflow, is_whole_quantity, parse_quantity
 from .errors import AdapterError
 
 __all__ = [
@@ -32,6 +35,9 @@ __all__ = [
     "mapping",
     "list_of",
     "as_int",
+    "INT32_MAX",
+    "QUANTITY_OVERFLOW",
+    "collect_overflows",
     "container_requests",
     "effective_requests",
     "pod_set_from_template",
@@ -43,6 +49,14 @@ POD_LEVEL_RESOURCES = ("cpu", "memory")
 TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 HOSTNAME = "kubernetes.io/hostname"
+#: The largest value of an int32 field (replicas, parallelism, minMember, …): the API server
+#: refuses more ("must be less than or equal to 2147483647").
+INT32_MAX = 2**31 - 1
+#: Finding code of a quantity past int64 (see ``collect_overflows``).
+QUANTITY_OVERFLOW = "QuantityOverflow"
+#: Digit strings longer than this are not read (int() of a much longer one raises).
+_MAX_DIGITS = 4000
+_OVERFLOWS: ContextVar[list[Finding] | None] = ContextVar("gangcheck_quantity_overflows", default=None)
 
 
 def get_path(obj: Any, path: str, default: Any = None) -> Any:
@@ -89,24 +103,61 @@ def list_of(value: Any, field: str, *, required: bool = False) -> list:
     return value
 
 
-def as_int(value: Any, field: str, *, default: int | None = None, minimum: int = 0) -> int:
+def as_int(value: Any, field: str, *, default: int | None = None, minimum: int = 0, maximum: int | None = None) -> int:
     """A non-negative integer field (replicas, parallelism, minAvailable…).
 
+    A string of ASCII digits is read as its number (annotations are strings); anything else that
+    is not an int (bool, float, other text) is refused.
+
     Raises:
-        AdapterError: missing without a default, not an integer, or below ``minimum``.
+        AdapterError: missing without a default, not an integer ("expected an integer from 0
+            to 2147483647 (int32), got 'eight'"), below ``minimum``, or above ``maximum``
+            ("1000000000000 is above the int32 maximum 2147483647").
     """
     if value is None:
         if default is None:
             raise AdapterError("expected an integer, the field is missing", field=field)
         return default
+    expected = f"an integer ≥ {minimum}" if maximum is None else f"an integer from {minimum} to {maximum}"
+    if maximum == INT32_MAX:
+        expected += " (int32)"
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
+        text = value.strip() if isinstance(value, str) else None
+        if text and text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS:
+            value = int(text)
+        elif text and text.isascii() and text.isdigit():
+            raise AdapterError(f"a number of {len(text)} digits is {'above the maximum' if maximum is not None else 'too large'}",
+                               field=field)
         else:
-            raise AdapterError(f"expected an integer ≥ {minimum}, got {value!r}", field=field)
+            shown = value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "…"
+            raise AdapterError(f"expected {expected}, got {shown!r}", field=field)
     if value < minimum:
-        raise AdapterError(f"expected an integer ≥ {minimum}, got {value}", field=field)
+        raise AdapterError(f"expected {expected}, got {value}", field=field)
+    if maximum is not None and value > maximum:
+        # The value first (warnings are cut at 120 characters). str() of an int past 4,300
+        # digits raises: describe a huge one by its size.
+        shown = str(value) if value.bit_length() <= 128 else f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+        limit = f"the int32 maximum {maximum}" if maximum == INT32_MAX else f"the maximum {maximum}"
+        raise AdapterError(f"{shown} is above {limit}", field=field)
     return value
+
+
+@contextmanager
+def collect_overflows() -> Iterator[list[Finding]]:
+    """While active (in this thread / task), ``resource_map`` records a quantity past int64 as a
+    NeverFits ``QuantityOverflow`` finding in the yielded list and counts it as 0 (what
+    kube-scheduler's overflowing int64 makes of it on the fast path), instead of raising.
+
+    ``adapters.adapt`` opens it around a workload adapter and adds the findings to the gang, so
+    such a quantity reaches the normal decision path: the request as written can never be
+    met, and the message names the field and what the scheduler would do (``QuantityOverflow``).
+    Outside it (cluster objects: nodes, queues) an overflow is an ``AdapterError``.
+    """
+    token = _OVERFLOWS.set([])
+    try:
+        yield _OVERFLOWS.get()  # type: ignore[misc]
+    finally:
+        _OVERFLOWS.reset(token)
 
 
 def resource_map(value: Any, field: str) -> dict[str, int]:
@@ -114,6 +165,8 @@ def resource_map(value: Any, field: str) -> dict[str, int]:
 
     Extended resources (names with a domain, e.g. ``nvidia.com/gpu``) must be whole numbers, as
     the API server's validation requires ("must be an integer"): ``0.5`` GPUs is an error, not 1.
+    A quantity past int64 (``QuantityOverflow``) is a finding while ``collect_overflows`` is
+    active (counted as 0), an error otherwise.
 
     Raises:
         AdapterError: not a mapping, a value that is not a quantity, or a fractional extended
@@ -122,12 +175,23 @@ def resource_map(value: Any, field: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, q in mapping(value, field).items():
         name = str(name)
+        where = f"{field}.{name}"
         try:
             v = out[name] = parse_quantity(name, q)
-            if "/" in name and parse_quantity("cpu", q) != v * 1000:
-                raise AdapterError(f"extended resources must be whole numbers, got {q!r}", field=f"{field}.{name}")
+            if "/" in name and not is_whole_quantity(q):
+                raise AdapterError(f"extended resources must be whole numbers, got {q!r}", field=where)
+        except QuantityOverflow as exc:
+            sink = _OVERFLOWS.get()
+            if sink is None:  # cluster data (a node, a running pod): bad input, as any bad quantity
+                raise AdapterError(f"quantity too large, got {q!r}", field=where) from None
+            out[name] = 0
+            sink.append(Finding(
+                QUANTITY_OVERFLOW, "NeverFits",
+                f"{where}: {exc.consequence()} — write the amount the pod needs",
+                {"field": where, "resource": name, "quantity": exc.text, "capped": exc.capped},
+            ))
         except QuantityError as exc:
-            raise AdapterError(str(exc).split(": ", 1)[-1], field=f"{field}.{name}") from None
+            raise AdapterError(str(exc).split(": ", 1)[-1], field=where) from None
     return out
 
 

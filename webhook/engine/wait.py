@@ -38,6 +38,12 @@ Two estimates, both in seconds from ``now`` (FIELD-NOTES §5):
   function of the inputs) and p50/p90 are the empirical quantiles of our start, never below
   the DP's answer without them (a gang ahead never makes ours start earlier).
 
+Bounds: no allocation or loop follows the pod count the gang states (up to int32). A gang
+larger than the eligible nodes could ever hold is answered "not within the horizon" at once;
+the DP runs only while units × (pods still needed + 1) and its states stay under fixed budgets
+(``_DP_MAX_CELLS``, ``_DP_MAX_STATES``), the joint draws (cost: draws × nodes) give the band
+beyond them.
+
 Pure: no clock (``now`` is an argument, epoch seconds), no I/O. Units: seconds throughout.
 """
 
@@ -84,6 +90,12 @@ _AT_LIMIT = 0.999
 _LOGISTIC = math.sqrt(3.0) / math.pi
 #: Smallest kernel bandwidth in log-time (a factor of ~1.05).
 _MIN_BANDWIDTH = 0.05
+#: The exact band's DP costs units × (pods still needed + 1) cells per time point and holds
+#: (pods still needed + 1) × time points floats. The pods needed are the gang's stated count,
+#: so past these budgets the band comes from the joint draws (``_simulate``, whose cost follows
+#: the nodes, not the pods) instead: 5,000 busy units × a 64-pod gang stays exact.
+_DP_MAX_CELLS = 1 << 19
+_DP_MAX_STATES = 1 << 15
 
 
 # ---------------------------------------------------------------- formatting
@@ -1154,6 +1166,14 @@ def estimate_wait(
     unknown = blocking > 0 and known_share < 0.5
     if unknown:
         return WaitEstimate(earliest_s, None, None, known_share, True, blocking, need_pods, fits_now, horizon_s)
+    # Bound (issue #17 item 2): the DP below holds ``need − base`` + 1 states per time point,
+    # so its cost must not follow a pod count the object merely states (a Kueue pod group's
+    # total-count annotation, up to int32). More pods than the eligible nodes hold when every
+    # pod that can leave has left never start on them, whatever the draws: the answer is the
+    # one the band would reach (no p50/p90 within the horizon) without building it. Past this
+    # line ``need_pods ≤ Σ full``, a figure of the nodes (each at most its allocatable pods).
+    if need_pods > sum(full for _, _, _, full, _ in pool):
+        return WaitEstimate(earliest_s, None, None, known_share, False, blocking, need_pods, fits_now, horizon_s, True)
 
     # Without gangs ahead or later arrivals: the exact band (DP over independent units).
     plain_base = sum(full for _, _, _, full, key in pool if key is None)
@@ -1167,12 +1187,17 @@ def estimate_wait(
         cdf = {gid: groups[gid].law.cdf(groups[gid].age, ts) for u in plain_units for gid in u.chain}
         return _tail(plain_units, [_levels(u, cdf, ts) for u in plain_units], plain_base, need_pods, len(ts))
 
-    (p50, p90), _ = _search(tail_at, horizon_s, (0.5, 0.9))
+    states = need_pods - plain_base + 1
+    exact = states <= _DP_MAX_STATES and states * max(1, len(plain_units)) <= _DP_MAX_CELLS
+    if exact:
+        (p50, p90), _ = _search(tail_at, horizon_s, (0.5, 0.9))
+    else:  # too many pods for the DP: the draws below give the band (0 is no floor)
+        p50 = p90 = 0.0
 
     stream = None
     if history is not None and priority is not None:
         stream = _arrival_stream(snap, gang, history, model, now, priority, eligible, memo)
-    if ahead or stream is not None:
+    if ahead or stream is not None or not exact:
         # With them: the sweep on joint draws; a gang ahead or an arrival never makes ours
         # start earlier, so the DP's answer is a floor.
         ahead_laws = [_law_for(history, model, a.queue, a.owner_kind, a.limit_s, memo) for a in ahead]
