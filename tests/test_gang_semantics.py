@@ -115,7 +115,7 @@ def test_policy_plain_jobs_as_gangs_restores_the_count_proof():
     assert opts.plain_jobs_as_gangs is True
     d = evaluate(snap, adapt(job(8)), opts)
     assert d.verdict == "NeverFits" and "ExceedsClusterCapacity" in d.reasons
-    assert parse_policy("").engine_options().plain_jobs_as_gangs is False
+    assert parse_policy("{}").engine_options().plain_jobs_as_gangs is False
 
 
 def test_job_placed_whole_by_kueue_tas_keeps_the_count_proof():
