@@ -595,6 +595,10 @@ class Dropped(Exception):
     """The request ended without a response (connection closed, reset, timed out)."""
 
 
+#: The webhook's request body limit (server.py ``max_body_bytes`` default).
+BODY_LIMIT_BYTES = 3 * 1024 * 1024
+
+
 class Conn:
     """One keep-alive HTTPS connection (http.client). ``opened`` counts TCP+TLS connections made."""
 
@@ -606,6 +610,7 @@ class Conn:
         self.last = 0.0
         self.opened = 0
         self.server_closed = 0
+        self.closed_unread = 0  # closes after a body over the limit (expected)
         self.prev_status: int | None = None  # status of the last answer on the current TCP connection
 
     def _open(self):
@@ -636,7 +641,11 @@ class Conn:
         finally:
             self.last = time.monotonic()
         if r.will_close:
-            self.server_closed += 1
+            # A body over the webhook's limit is refused unread, so that connection must close.
+            if body is not None and len(body) > BODY_LIMIT_BYTES:
+                self.closed_unread += 1
+            else:
+                self.server_closed += 1
             self.close()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, data
 

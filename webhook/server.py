@@ -131,7 +131,11 @@ class _DecisionCache:
 
 
 class _BadRequest(Exception):
-    """HTTP 400 with a one-line reason."""
+    """An HTTP 4xx (400 unless ``status`` says otherwise) with a one-line reason."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Metrics:
@@ -260,9 +264,6 @@ def _informers(status: Any):
 class _BodyIncomplete(_BadRequest):
     """A 4xx sent before the whole body was read: the connection is closed after it."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 #: After a read deadline passes, data that already arrived (a pause: SIGSTOP, CPU throttling;
@@ -537,10 +538,12 @@ def create_app(
         note: dict[str, Any] = {}
         try:
             try:
+                # The body is read (bounded) before a wrong Content-Type is refused, so the 415
+                # leaves the keep-alive connection usable.
+                body = await _read_body(request, max_body_bytes, body_timeout)
                 problem = _content_type_problem(request.headers.get("content-type"))
                 if problem is not None:
-                    raise _BodyIncomplete(problem, 415)
-                body = await _read_body(request, max_body_bytes, body_timeout)
+                    raise _BadRequest(problem, 415)
                 doc = decode_json(body)
                 try:
                     req = adm.parse_review(doc)
