@@ -67,8 +67,9 @@ def test_wait_estimate_memory_does_not_follow_the_requested_pod_count(count):
     snap = busy_cluster()
     est, peak = peak_bytes(lambda: estimate_wait(snap, gang(pod_set("w", count, gpu=8)), NOW))
     assert peak < CEILING, f"{peak / 2**20:.1f} MiB for {count} pods"
-    # 16 nodes hold at most 16 such pods: never within the horizon, and said so.
-    assert est.p50_s is None and est.p90_s is None and est.beyond_horizon and not est.unknown
+    # 16 nodes hold at most 16 such pods: it never starts on them, and the estimate says what
+    # blocks (capacity, nothing repairable) instead of a time (#17 items 2 and 13).
+    assert est.p50_s is None and est.p90_s is None and est.blocked_by == "capacity" and est.pods_max == 16
     assert est.earliest_start_s is None and est.pods_needed == count
 
 
@@ -104,7 +105,8 @@ def test_more_pods_than_the_nodes_ever_hold_never_start(ends, free, per_node, ex
     at_most = estimate_wait(snap, gang(pod_set("w", most, gpu=gpu)), NOW)
     beyond = estimate_wait(snap, gang(pod_set("w", most + extra, gpu=gpu)), NOW)
     assert at_most.p90_s is not None and at_most.earliest_start_s is not None  # it does start
-    assert beyond.p50_s is None and beyond.p90_s is None and beyond.beyond_horizon
+    assert beyond.p50_s is None and beyond.p90_s is None and beyond.blocked_by == "capacity"
+    assert beyond.pods_max == most
     assert beyond.earliest_start_s is None
 
 
