@@ -305,7 +305,7 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
         cap_ever = _stat(ev, "cap_ever", lambda: int(ev.k_ever.sum()))
         if n_elig and cap_ever >= ps.count and not ps.required_topology and not ev.shape.missing:
             continue  # no per-pod-set bound can fire (the common case): skip the message text
-        label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)})"
+        label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)}{'' if ps.exact_shape else ', an assumed shape'})"
         if n_elig == 0:
             hist = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints).histogram(snap)
             why = ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) or "no nodes"
@@ -355,10 +355,16 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
                     {"pod_set": ps.name, "topology": ps.required_topology, "largest_domain_pods": best}))
     if any(f.severity == NEVER_FITS for f in findings):
         return
-    # Gang totals over the union of nodes any pod set may use.
+    # Gang totals over the union of nodes any pod set may use. A pod set whose shape is an
+    # estimate (a PodGroup: no template, so neither selectors nor tolerations are known) may
+    # use any node: its totals are checked against every node.
     if not gang.exact_total:
         return
-    if len(evals) == 1:
+    if any(not ev.ps.exact_shape for ev in evals):
+        if unknown.any():
+            return
+        sums = _stat(evals[0], "all_sums", lambda: _column_sums(snap, np.ones(len(snap.nodes), dtype=bool)))
+    elif len(evals) == 1:
         ev = evals[0]
         if _stat(ev, "unknown", lambda: int(np.count_nonzero(unknown & ev.ever_mask))):
             return
@@ -618,7 +624,8 @@ def evaluate(
     else:
         verdict = FITS
 
-    findings.sort(key=lambda f: (_ORDER.index(f.code) if f.code in _ORDER else len(_ORDER)))
+    # Proofs first (the reasons of a denial lead with what denies it), then by _ORDER.
+    findings.sort(key=lambda f: (f.severity != NEVER_FITS, _ORDER.index(f.code) if f.code in _ORDER else len(_ORDER)))
     reasons: list[str] = []
     for f in findings:
         if f.severity in (NEVER_FITS, WAITS) and f.code not in reasons:

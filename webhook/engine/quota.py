@@ -69,6 +69,10 @@ def _fmt(resource: str, v: float) -> str:
 
 
 def _pod_set_request(ps: PodSet) -> dict[str, int]:
+    """The pod set's total request: what the object states (``stated_total``, a PodGroup's
+    minResources) where set, never the rounded-up estimate count × per-pod shape."""
+    if ps.stated_total is not None:
+        return {r: v for r, v in ps.stated_total.items() if v > 0}
     return {r: v * ps.count for r, v in ps.requests.items() if v > 0}
 
 
