@@ -22,7 +22,7 @@ import numpy as np
 
 from .decision import FITS, NEVER_FITS, WAITS, Decision
 from .filters import R_PORTS, Constraints, FilterResult, filter_nodes
-from .fit import Demand, Shape, pods_per_node, place, resource_reasons, shape_of
+from .fit import FOUND, NONE, SEARCH_BUDGET, Demand, Shape, pods_per_node, place, resource_reasons, search, shape_of
 from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
@@ -589,21 +589,46 @@ def evaluate(
 
         placed_now = place(snap.free, demands("now"))
         topo = [ev.ps for ev in evals if ev.ps.required_topology]
+        domains = _topology_domains(snap, evals) if topo else None
         if topo and placed_now is not None:
             placed_now = _check_topology(snap, evals, placed_now)
         # A placement now is one on the repaired empty cluster too (free ≤ ever_alloc and the
         # now filters are stricter), so the second search runs only when the first fails.
         ever_place = placed_now if placed_now is not None else place(snap.ever_alloc, demands("ever"))
-        if ever_place is None and placed_now is None:
+        if topo and ever_place is not None and placed_now is None:
+            ever_place = _check_topology(snap, evals, ever_place)
+        # The greedy passes prove nothing when they fail: an exhaustive search, bounded by
+        # SEARCH_BUDGET steps shared by its "ever" and "now" runs, settles small instances
+        # (fit.search: at most SEARCH_MAX_PODS pods over SEARCH_MAX_CLASSES node classes).
+        why, budget = None, SEARCH_BUDGET
+        if ever_place is None:
+            found = search(snap.ever_alloc, demands("ever"), topology=domains, budget=budget)
+            budget -= found.steps
+            if found.status == FOUND:
+                ever_place = found.placement
+            elif found.status == NONE:
+                why = _unprovable(snap, gang, evals)
+                if why is None:
+                    findings.append(_no_packing_finding(snap, gang, evals, options, found.steps))
+                    never = True
+            else:
+                why = f"too large for the exhaustive search ({SEARCH_BUDGET} steps)"
+        if not never and placed_now is None and budget > 0:
+            found_now = search(snap.free, demands("now"), topology=domains, budget=budget)
+            if found_now.status == FOUND:
+                placed_now = found_now.placement
+                ever_place = ever_place or placed_now
+        if not never and ever_place is None and placed_now is None:
             findings.append(Finding("PlacementUnproven", WAITS,
-                "no proof that the gang can never fit, and no placement found on the empty cluster; admitted, placement unproven"))
+                f"no proof that the gang can never fit, and no placement found on the empty cluster ({why or 'no placement found'}); "
+                "admitted, placement unproven", {"why": why or ""}))
         chosen = placed_now if placed_now is not None else ever_place
-        if chosen is not None:
+        if chosen is not None and not never:
             placement = {
                 "when": "now" if placed_now is not None else "ever",
                 "pod_sets": {evals[int(k)].ps.name: [[snap.nodes[n].name, c] for n, c in v] for k, v in chosen.items()},
             }
-        if placed_now is None:
+        if placed_now is None and not never:
             _now_findings(snap, gang, evals, options, findings)
 
     if evals and not never:
@@ -688,6 +713,53 @@ def expected_wait(
     flavor = snap.kueue.flavors.get(name) if name else None
     ev = _evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
     return _expected_wait(snap, gang, now, ev.now_mask, history)
+
+
+def _topology_domains(snap: ClusterSnapshot, evals) -> dict[str, np.ndarray]:
+    """Demand name (the pod set's index) → domain id per node for pod sets with a required
+    topology (−1 where the node lacks the label): the ``topology`` argument of ``fit.search``."""
+    out = {}
+    for i, ev in enumerate(evals):
+        key = ev.ps.required_topology
+        if not key:
+            continue
+        ids: dict[str, int] = {}
+        out[str(i)] = np.fromiter(
+            (ids.setdefault(n.labels[key], len(ids)) if key in n.labels else -1 for n in snap.nodes),
+            dtype=np.int64, count=len(snap.nodes))
+    return out
+
+
+def _unprovable(snap: ClusterSnapshot, gang: GangRequest, evals) -> str | None:
+    """Why an exhaustive search without a placement on the repaired empty cluster is *no*
+    proof, None when it is one: every pod set's shape and the gang's total must be stated by
+    the object, every node any pod set may use must report its capacity, and no MIG layout
+    may be in flux for MIG requests."""
+    if not gang.exact_total or any(not ev.ps.exact_shape for ev in evals):
+        return "the gang's pod shapes are assumed, not stated"
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.ever_mask
+    if (snap.unknown_capacity & union).any():
+        return "some eligible nodes report no capacity yet"
+    if snap.mig_reconfiguring and any(r.startswith("nvidia.com/mig-") for ev in evals for r in ev.ps.requests):
+        return "a MIG layout is being reconfigured"
+    return None
+
+
+def _no_packing_finding(snap, gang, evals, options, steps: int) -> Finding:
+    """ExceedsClusterCapacity (NeverFits) when no placement of all pod sets together exists."""
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.ever_mask
+    n = int(np.count_nonzero(union))
+    sets = " + ".join(f"{ev.ps.count} × {_fmt_req(ev.ps.requests, options)}" for ev in evals)
+    topo = any(ev.ps.required_topology for ev in evals)
+    return Finding("ExceedsClusterCapacity", NEVER_FITS,
+        f"no placement of all {gang.pods} pods ({sets}) exists on the {n} eligible node(s) even when empty"
+        + (" within their required topology domains" if topo else "")
+        + f" (exhaustive search, {steps} steps): each pod set fits alone, not together",
+        {"eligible_nodes": n, "pods_needed": gang.pods, "proof": "exhaustive-search", "search_steps": steps})
 
 
 def _check_topology(snap, evals, placed):
@@ -777,6 +849,8 @@ def _hint(gang: GangRequest, f: Finding) -> str:
                 return f" One pod alone asks for more {r} than the queue's maximum: make each pod smaller, or ask for a larger quota."
             return f" Ask for at most {n} pods of {format_quantity(r, per)} {r}, or for a larger quota."
         return " Ask for a larger quota."
+    if f.code == "ExceedsClusterCapacity" and d.get("proof") == "exhaustive-search":
+        return " Make the pods smaller so that pods of different sets can share nodes, or ask for fewer pods."
     if f.code == "ExceedsClusterCapacity" and "pods_possible" in d:
         if d["pods_possible"]:
             return f" Ask for at most {d['pods_possible']} pods in {d['pod_set']}, or widen its node selector/tolerations."
