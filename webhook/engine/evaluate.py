@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .decision import FITS, NEVER_FITS, WAITS, Decision
-from .filters import R_PORTS, Constraints, FilterResult, filter_nodes
+from .filters import R_PORTS, R_TAINT, Constraints, FilterResult, filter_nodes
 from .fit import FOUND, NONE, SEARCH_BUDGET, Demand, Shape, pods_per_node, place, resource_reasons, search, shape_of
 from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
@@ -36,7 +36,7 @@ SAMPLES = 3
 
 # Order in which findings are told (most important first).
 _ORDER = [
-    "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "ExceedsClusterCapacity",
+    "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint", "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
     "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
@@ -167,10 +167,9 @@ def _compute_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, opt
     if now_flavor is not None and flavors:
         now_c = next((c for c, f in zip(cons, flavors) if f.name == now_flavor), cons[0])
     now_filter = filter_nodes(snap, now_c, ever=False)
+    # The now mask is the now filter's (the flavor assigned now, else the first candidate, as
+    # Kueue tries them in order), so "eligible" and the node summary count the same nodes.
     now_mask = now_filter.mask.copy()
-    if len(cons) > 1 and now_flavor is None:
-        for c in cons[1:]:
-            now_mask |= filter_nodes(snap, c, ever=False).mask
     shape = shape_of(snap, ps.requests)
     k_ever = np.where(ever_mask, pods_per_node(snap.ever_alloc, shape, ps.max_per_node), 0)
     port_blocked = _used_ports(snap, ps) if ps.host_ports else None
@@ -307,11 +306,17 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
             continue  # no per-pod-set bound can fire (the common case): skip the message text
         label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)}{'' if ps.exact_shape else ', an assumed shape'})"
         if n_elig == 0:
-            hist = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints).histogram(snap)
-            why = ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) or "no nodes"
-            findings.append(Finding("ExceedsClusterCapacity", sev,
-                f"{label}: no node could ever host it ({why})",
-                {"pod_set": ps.name, "eligible_nodes": 0, "pods_needed": ps.count, "pods_possible": 0}))
+            ever_filter = filter_nodes(snap, Constraints(ps), ever=True, transient=options.transient_taints)
+            hist = ever_filter.histogram(snap)
+            why = _ever_reasons_text(snap, ever_filter, hist) or "no nodes"
+            taints = _untolerated_taints(snap, [ps], np.zeros(len(snap.nodes), dtype=bool), options)
+            only_taints = bool(hist) and set(hist) == {R_TAINT}
+            # A pod set that only taints keep off every node has a code of its own (the fix is a
+            # toleration, not a smaller gang); kube-scheduler's TaintToleration plugin wording.
+            findings.append(Finding("UntoleratedTaint" if only_taints else "ExceedsClusterCapacity", sev,
+                f"{label}: no node could ever host it ({why})" + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"pod_set": ps.name, "eligible_nodes": 0, "pods_needed": ps.count, "pods_possible": 0,
+                 "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             continue
         if ev.shape.missing or cap_ever == 0:
             missing = list(ev.shape.missing)
@@ -330,16 +335,20 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
                 if largest < v:
                     short.append((name, int(v), largest))
             if short:
-                text = "; ".join(f"no node has ≥{format_quantity(r, v)} {r}, largest has {format_quantity(r, m)}" for r, v, m in short)
+                text = "; ".join(f"no eligible node has ≥{format_quantity(r, v)} {r} (the largest eligible node has {format_quantity(r, m)})"
+                                 for r, v, m in short)
             else:
                 text = "no single node offers " + " and ".join(f"{format_quantity(r, int(v))} {r}" for _, v, r in zip(ev.shape.cols, ev.shape.vals, ev.shape.names) if r != "pods") + " together"
             findings.append(Finding("PodExceedsNodeCapacity", sev, f"{label}: {text}",
                 {"pod_set": ps.name, "short": [{"resource": r, "request": v, "largest": m} for r, v, m in short]}))
             continue
         if cap_ever < ps.count:
+            taints = _untolerated_taints(snap, [ps], ev.ever_mask, options, resource=_main_gpu(ps, options)) if ps.exact_shape else []
             findings.append(Finding("ExceedsClusterCapacity", sev,
-                f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}",
-                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
+                f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}"
+                + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever,
+                 "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             continue
         if ps.required_topology:
             best = 0
@@ -363,19 +372,21 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
     if any(not ev.ps.exact_shape for ev in evals):
         if unknown.any():
             return
-        sums = _stat(evals[0], "all_sums", lambda: _column_sums(snap, np.ones(len(snap.nodes), dtype=bool)))
+        union_mask = np.ones(len(snap.nodes), dtype=bool)
+        sums = _stat(evals[0], "all_sums", lambda: _column_sums(snap, union_mask))
     elif len(evals) == 1:
         ev = evals[0]
         if _stat(ev, "unknown", lambda: int(np.count_nonzero(unknown & ev.ever_mask))):
             return
+        union_mask = ev.ever_mask
         sums = _stat(ev, "ever_sums", lambda: _column_sums(snap, ev.ever_mask))
     else:
-        union = np.zeros(len(snap.nodes), dtype=bool)
+        union_mask = np.zeros(len(snap.nodes), dtype=bool)
         for ev in evals:
-            union |= ev.ever_mask
-        if (unknown & union).any():
+            union_mask |= ev.ever_mask
+        if (unknown & union_mask).any():
             return
-        sums = _column_sums(snap, union)
+        sums = _column_sums(snap, union_mask)
     total = gang.total_requests()
     for r, v in total.items():
         c = snap.col.get(r)
@@ -383,10 +394,86 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
             continue
         have = sums[c]
         if v > have:
+            outside = ~union_mask
+            taints = _untolerated_taints(snap, [ev.ps for ev in evals if ev.ps.exact_shape], union_mask, options, resource=r) \
+                if outside.any() and all(ev.ps.exact_shape for ev in evals) else []
             findings.append(Finding("ExceedsClusterCapacity", NEVER_FITS,
-                f"the gang needs {format_quantity(r, v)} {r} in all; the nodes it may use have {format_quantity(r, have)} even when empty",
-                {"resource": r, "request": v, "capacity": have}))
+                f"the gang needs {format_quantity(r, v)} {r} in all; the {int(np.count_nonzero(union_mask))} node(s) it may use "
+                f"have {format_quantity(r, have)} even when empty" + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"resource": r, "request": v, "capacity": have, "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             return
+
+
+#: Taint keys that look like something a component sets and clears by itself (node
+#: conditions, cloud providers, autoscalers, GPU health/upgrade): told with a pointer to the
+#: policy's ``transientTaints``. A hint for the message only; it never changes a verdict.
+_HEALTH_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "karpenter.sh/",
+                          "cluster-autoscaler.kubernetes.io/", "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler")
+_HEALTH_TAINT_WORDS = ("health", "unhealthy", "pressure", "not-ready", "notready", "unreachable", "maintenance", "drain",
+                       "disrupt", "upgrade", "uninitialized", "xid", "degraded")
+
+
+def _looks_transient(key: str) -> bool:
+    low = key.lower()
+    return key.startswith(_HEALTH_TAINT_PREFIXES) or any(w in low for w in _HEALTH_TAINT_WORDS)
+
+
+def _untolerated_taints(snap: ClusterSnapshot, pod_sets: list[PodSet], inside: np.ndarray, options: EngineOptions,
+                        resource: str | None = None) -> list[tuple[str, int]]:
+    """Taints (``key=value:effect``) that keep the pod sets off nodes outside ``inside``, with the
+    number of such nodes carrying each, most nodes first; with ``resource``, only nodes that
+    offer it. Repairable and transient taints are left out (they never rule a node out ever)."""
+    from .model import REPAIRABLE_TAINTS
+
+    skip = REPAIRABLE_TAINTS | options.transient_taints
+    c = snap.col.get(resource) if resource else None
+    counts: dict[str, int] = {}
+    for i in np.flatnonzero(~inside):
+        n = snap.nodes[int(i)]
+        if c is not None and snap.ever_alloc[int(i), c] <= 0:
+            continue
+        for t in n.taints:
+            if t.effect not in ("NoSchedule", "NoExecute") or t.key in skip:
+                continue
+            if any(not any(tol.tolerates(t) for tol in ps.tolerations) for ps in pod_sets):
+                counts[str(t)] = counts.get(str(t), 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _taints_text(taints: list[tuple[str, int]], options: EngineOptions) -> str:
+    """"4 node(s) carry the untolerated taint k=v:NoSchedule (…)" for the top taints."""
+    parts = [f"{n} node(s) carry the untolerated taint {t}" for t, n in taints[:2]]
+    more = f" (+{len(taints) - 2} more taints)" if len(taints) > 2 else ""
+    text = "; ".join(parts) + more + ": add a toleration for it to the pod template"
+    transient = [t for t, _ in taints[:2] if _looks_transient(t.split("=", 1)[0].split(":", 1)[0])]
+    if transient:
+        text += (f"; {transient[0]} looks like a taint the system sets and removes by itself: if so, list its key in the "
+                 "policy's transientTaints")
+    return text
+
+
+def _ever_reasons_text(snap: ClusterSnapshot, ever_filter: FilterResult, hist: dict[str, int]) -> str:
+    """The "ever" reason histogram, saying how many of each reason's nodes are also cordoned or
+    NotReady: the node summary (the scheduler's view now, first failing filter) counts those as
+    unschedulable / tainted instead, so both add up the same nodes."""
+    cordoned: dict[str, int] = {}
+    not_ready: dict[str, int] = {}
+    for i, n in enumerate(snap.nodes):
+        if not (n.unschedulable or n.ready is False):
+            continue
+        r = ever_filter.node_reason(snap, i)
+        if r is None:
+            continue
+        if n.unschedulable:
+            cordoned[r] = cordoned.get(r, 0) + 1
+        elif n.ready is False:
+            not_ready[r] = not_ready.get(r, 0) + 1
+    parts = []
+    for r, k in sorted(hist.items(), key=lambda kv: f"{kv[1]} {kv[0]}"):
+        extra = [f"{cordoned[r]} of them cordoned"] if r in cordoned else []
+        extra += [f"{not_ready[r]} of them NotReady"] if r in not_ready else []
+        parts.append(f"{k} {r}" + (f" ({', '.join(extra)})" if extra else ""))
+    return ", ".join(parts)
 
 
 def _column_sums(snap: ClusterSnapshot, mask: np.ndarray) -> list[int | float]:

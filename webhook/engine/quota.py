@@ -290,7 +290,11 @@ def evaluate_kueue(gang: GangRequest, kueue, reserved=None) -> QuotaResult:
             f"ClusterQueue {cq.name} allows at most {_fmt(r, lim.maximum)} (nominal {_fmt(r, lim.nominal)} + borrowing {bl if cq.cohort else '0, no cohort'})",
             {"resource": r, "flavor": f, "request": v, "maximum": None if lim.maximum == INF else int(lim.maximum),
              "nominal": lim.nominal, "borrowing_limit": lim.borrowing_limit, "cluster_queue": cq.name}))
-        res.candidate_flavors = {}
+        # Kueue places the pods only on nodes of a flavor that matches the pod set, so the node
+        # view keeps those flavors' nodeLabels even when quota fails (issue #17 item 17: the
+        # same pod shape must show the same eligible nodes whether quota holds or not).
+        res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in all_candidates[ps.name]]
+                                 for ps in quota_sets if all_candidates[ps.name]}
         return res
     res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in candidates[ps.name]] for ps in quota_sets}
     # Now: Kueue's greedy, flavors in order per pod set.
