@@ -187,9 +187,9 @@ def test_c09_pod_larger_than_largest_node_is_never():
     snap = snapshot([node("n1", gpu=0, cpu=72, mem_gi=256)])
     d = evaluate(snap, gang(pod_set("t", 1, cpu=73), kind="Job"))
     assert d.verdict == "NeverFits" and d.reasons == ["PodExceedsNodeCapacity"]
-    assert "no node has ≥73 cpu, largest has 72" in d.message
+    assert "no eligible node has ≥73 cpu (the largest eligible node has 72)" in d.message
     d = evaluate(snapshot([node("n1", gpu=8)]), gang(pod_set("t", 1, gpu=9), kind="Job"))
-    assert d.verdict == "NeverFits" and "no node has ≥9 nvidia.com/gpu, largest has 8" in d.message
+    assert d.verdict == "NeverFits" and "no eligible node has ≥9 nvidia.com/gpu (the largest eligible node has 8)" in d.message
 
 
 def test_c11_two_8gpu_pods_on_7_7_8_free_is_fragmented():
@@ -231,7 +231,7 @@ def test_c26_sidecar_and_app_with_8_each_need_16_on_one_node():
     assert g.pod_sets[0].requests[GPU] == 16
     d = evaluate(snapshot([node("n1", gpu=8)]), g)
     assert d.verdict == "NeverFits"
-    assert "no node has ≥16 nvidia.com/gpu, largest has 8" in d.message
+    assert "no eligible node has ≥16 nvidia.com/gpu (the largest eligible node has 8)" in d.message
 
 
 # ---------------------------------------------------------------- partial gangs: C14, C15, C16, C18, C20

@@ -464,7 +464,7 @@ def test_permanent_taint_without_toleration_never_fits():
     snap = snapshot([node("n1", gpu=8, taints=["dedicated=train:NoSchedule"])])
     d = evaluate(snap, gang(pod_set("w", 1, gpu=8)))
     assert d.verdict == "NeverFits"
-    assert d.reasons == ["ExceedsClusterCapacity"]
+    assert d.reasons == ["UntoleratedTaint"]  # issue #17 item 17: a code of its own
     ok = evaluate(snap, gang(pod_set("w", 1, gpu=8, tolerations=[toleration("dedicated", "train")])))
     assert ok.verdict == "Fits"
     assert ok.placement == {"when": "now", "pod_sets": {"w": [["n1", 1]]}}

@@ -248,10 +248,17 @@ def pod_group_pod_set(spec: Mapping, field: str = "spec") -> PodSet:
     = minResources / minMember per resource, rounded up (cpu millicores, memory bytes, counts),
     so that count × request ≥ minResources. minMember 0 → count 0, no requests.
 
+    The per-pod shape is an assumption (minMember counts only the pods that must start together;
+    the members may differ and may tolerate any taint): ``exact_shape`` is False, so it is never
+    proof of NeverFits, and ``stated_total`` carries minResources itself, which quota and gang
+    totals use (issue #17 item 3).
+
     Raises:
         AdapterError: minMember not an integer ≥ 0, or a minResources value that is not a quantity.
     """
     members = count_field(spec.get("minMember"), f"{field}.minMember", default=0)
     total = resource_map(spec.get("minResources"), f"{field}.minResources")
     per_pod = {r: -(-v // members) for r, v in total.items() if v > 0} if members else {}
-    return PodSet(name="members", count=members, requests=frozen_map(per_pod))
+    stated = {r: v for r, v in total.items() if v > 0}
+    return PodSet(name="members", count=members, requests=frozen_map(per_pod), exact_shape=False,
+                  stated_total=frozen_map(stated) if members else None)

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from .decision import FITS, NEVER_FITS, WAITS, Decision
-from .filters import DEFAULT_TRANSIENT, R_PORTS, Constraints, FilterResult, filter_nodes, taint_matches
-from .fit import Demand, Shape, pods_per_node, place, resource_reasons, shape_of
+from .filters import DEFAULT_TRANSIENT, R_PORTS, R_TAINT, Constraints, FilterResult, filter_nodes, taint_matches
+from .fit import FOUND, NONE, SEARCH_BUDGET, Demand, Shape, pods_per_node, place, resource_reasons, search, shape_of
 from .model import REPAIRABLE_TAINTS, Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .quantity import format_quantity
 from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
@@ -37,7 +37,8 @@ SAMPLES = 3
 
 # Order in which findings are told (most important first).
 _ORDER = [
-    "InvalidGang", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "ExceedsClusterCapacity",
+    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
+    "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
     "ParallelismExceedsCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
@@ -189,10 +190,9 @@ def _compute_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, opt
     if now_flavor is not None and flavors:
         now_c = next((c for c, f in zip(cons, flavors) if f.name == now_flavor), cons[0])
     now_filter = filter_nodes(snap, now_c, ever=False)
+    # The now mask is the now filter's (the flavor assigned now, else the first candidate, as
+    # Kueue tries them in order), so "eligible" and the node summary count the same nodes.
     now_mask = now_filter.mask.copy()
-    if len(cons) > 1 and now_flavor is None:
-        for c in cons[1:]:
-            now_mask |= filter_nodes(snap, c, ever=False).mask
     shape = shape_of(snap, ps.requests)
     k_ever = np.where(ever_mask, pods_per_node(snap.ever_alloc, shape, ps.max_per_node), 0)
     port_blocked = _used_ports(snap, ps) if ps.host_ports else None
@@ -334,13 +334,19 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
         cap_ever = _stat(ev, "cap_ever", lambda: int(ev.k_ever.sum()))
         if n_elig and cap_ever >= ps.count and not ps.required_topology and not ev.shape.missing:
             continue  # no per-pod-set bound can fire (the common case): skip the message text
-        label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)})"
+        label = f"pod set {ps.name} ({ps.count} × {_fmt_req(ps.requests, options)}{'' if ps.exact_shape else ', an assumed shape'})"
         if n_elig == 0:
-            hist = filter_nodes(snap, _constraints(ps, None, options)[0], ever=True, transient=options.transient_taints).histogram(snap)
-            why = ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) or "no nodes"
-            findings.append(Finding("ExceedsClusterCapacity", sev,
-                f"{label}: no node could ever host it ({why})",
-                {"pod_set": ps.name, "eligible_nodes": 0, "pods_needed": ps.count, "pods_possible": 0}))
+            ever_filter = filter_nodes(snap, _constraints(ps, None, options)[0], ever=True, transient=options.transient_taints)
+            hist = ever_filter.histogram(snap)
+            why = _ever_reasons_text(snap, ever_filter, hist) or "no nodes"
+            taints = _untolerated_taints(snap, [ps], np.zeros(len(snap.nodes), dtype=bool), options)
+            only_taints = bool(hist) and set(hist) == {R_TAINT}
+            # A pod set that only taints keep off every node has a code of its own (the fix is a
+            # toleration, not a smaller gang); kube-scheduler's TaintToleration plugin wording.
+            findings.append(Finding("UntoleratedTaint" if only_taints else "ExceedsClusterCapacity", sev,
+                f"{label}: no node could ever host it ({why})" + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"pod_set": ps.name, "eligible_nodes": 0, "pods_needed": ps.count, "pods_possible": 0,
+                 "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             continue
         if ev.shape.missing or cap_ever == 0:
             missing = list(ev.shape.missing)
@@ -359,7 +365,8 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
                 if largest < v:
                     short.append((name, int(v), largest))
             if short:
-                text = "; ".join(f"no node has ≥{format_quantity(r, v)} {r}, largest has {format_quantity(r, m)}" for r, v, m in short)
+                text = "; ".join(f"no eligible node has ≥{format_quantity(r, v)} {r} (the largest eligible node has {format_quantity(r, m)})"
+                                 for r, v, m in short)
             else:
                 text = "no single node offers " + " and ".join(f"{format_quantity(r, int(v))} {r}" for _, v, r in zip(ev.shape.cols, ev.shape.vals, ev.shape.names) if r != "pods") + " together"
             findings.append(Finding("PodExceedsNodeCapacity", sev, f"{label}: {text}",
@@ -372,9 +379,12 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
                 {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
             continue
         if cap_ever < ps.count:
+            taints = _untolerated_taints(snap, [ps], ev.ever_mask, options, resource=_main_gpu(ps, options)) if ps.exact_shape else []
             findings.append(Finding("ExceedsClusterCapacity", sev,
-                f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}",
-                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever}))
+                f"{label}: at most {cap_ever} such pods fit on the {n_elig} eligible nodes even when empty; need {ps.count}"
+                + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever,
+                 "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             continue
         if ps.required_topology and gang_whole:
             best = 0
@@ -390,21 +400,30 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
                     {"pod_set": ps.name, "topology": ps.required_topology, "largest_domain_pods": best}))
     if any(f.severity == NEVER_FITS for f in findings):
         return
-    # Gang totals over the union of nodes any pod set may use.
+    # Gang totals over the union of nodes any pod set may use (a gang's only: pods scheduled one
+    # by one need no such total). A pod set whose shape is an estimate (a PodGroup: no template,
+    # so neither selectors nor tolerations are known) may use any node: its totals are checked
+    # against every node.
     if not gang.exact_total or not gang_whole:
         return
-    if len(evals) == 1:
+    if any(not ev.ps.exact_shape for ev in evals):
+        if unknown.any():
+            return
+        union_mask = np.ones(len(snap.nodes), dtype=bool)
+        sums = _stat(evals[0], "all_sums", lambda: _column_sums(snap, union_mask))
+    elif len(evals) == 1:
         ev = evals[0]
         if _stat(ev, "unknown", lambda: int(np.count_nonzero(unknown & ev.ever_mask))):
             return
+        union_mask = ev.ever_mask
         sums = _stat(ev, "ever_sums", lambda: _column_sums(snap, ev.ever_mask))
     else:
-        union = np.zeros(len(snap.nodes), dtype=bool)
+        union_mask = np.zeros(len(snap.nodes), dtype=bool)
         for ev in evals:
-            union |= ev.ever_mask
-        if (unknown & union).any():
+            union_mask |= ev.ever_mask
+        if (unknown & union_mask).any():
             return
-        sums = _column_sums(snap, union)
+        sums = _column_sums(snap, union_mask)
     total = gang.total_requests()
     for r, v in total.items():
         c = snap.col.get(r)
@@ -412,10 +431,87 @@ def _capacity_proofs(snap, gang, evals, options, findings) -> None:
             continue
         have = sums[c]
         if v > have:
+            outside = ~union_mask
+            taints = _untolerated_taints(snap, [ev.ps for ev in evals if ev.ps.exact_shape], union_mask, options, resource=r) \
+                if outside.any() and all(ev.ps.exact_shape for ev in evals) else []
             findings.append(Finding("ExceedsClusterCapacity", NEVER_FITS,
-                f"the gang needs {format_quantity(r, v)} {r} in all; the nodes it may use have {format_quantity(r, have)} even when empty",
-                {"resource": r, "request": v, "capacity": have}))
+                f"the gang needs {format_quantity(r, v)} {r} in all; the {int(np.count_nonzero(union_mask))} node(s) it may use "
+                f"have {format_quantity(r, have)} even when empty" + (f"; {_taints_text(taints, options)}" if taints else ""),
+                {"resource": r, "request": v, "capacity": have, "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
             return
+
+
+#: Taint keys that look like something a component sets and clears by itself (node
+#: conditions, cloud providers, autoscalers, GPU health/upgrade): told with a pointer to the
+#: policy's ``transientTaints``. A hint for the message only; it never changes a verdict.
+_HEALTH_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "karpenter.sh/",
+                          "cluster-autoscaler.kubernetes.io/", "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler")
+_HEALTH_TAINT_WORDS = ("health", "unhealthy", "pressure", "not-ready", "notready", "unreachable", "maintenance", "drain",
+                       "disrupt", "upgrade", "uninitialized", "xid", "degraded")
+
+
+def _looks_transient(key: str) -> bool:
+    low = key.lower()
+    return key.startswith(_HEALTH_TAINT_PREFIXES) or any(w in low for w in _HEALTH_TAINT_WORDS)
+
+
+def _untolerated_taints(snap: ClusterSnapshot, pod_sets: list[PodSet], inside: np.ndarray, options: EngineOptions,
+                        resource: str | None = None) -> list[tuple[str, int]]:
+    """Taints (``key=value:effect``) that keep the pod sets off nodes outside ``inside``, with the
+    number of such nodes carrying each, most nodes first; with ``resource``, only nodes that
+    offer it. Repairable and transient taints are left out (they never rule a node out ever)."""
+    skip = REPAIRABLE_TAINTS | DEFAULT_TRANSIENT | options.transient_taints
+    # The tolerations the pod will have: the template's plus what admission adds
+    # (ExtendedResourceToleration, when the policy says the API server runs it).
+    tolerations = [_constraints(ps, None, options)[0].tolerations for ps in pod_sets]
+    c = snap.col.get(resource) if resource else None
+    counts: dict[str, int] = {}
+    for i in np.flatnonzero(~inside):
+        n = snap.nodes[int(i)]
+        if c is not None and snap.ever_alloc[int(i), c] <= 0:
+            continue
+        for t in n.taints:
+            if t.effect not in ("NoSchedule", "NoExecute") or taint_matches(t.key, skip):
+                continue
+            if any(not any(tol.tolerates(t) for tol in tols) for tols in tolerations):
+                counts[str(t)] = counts.get(str(t), 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _taints_text(taints: list[tuple[str, int]], options: EngineOptions) -> str:
+    """"4 node(s) carry the untolerated taint k=v:NoSchedule (…)" for the top taints."""
+    parts = [f"{n} node(s) carry the untolerated taint {t}" for t, n in taints[:2]]
+    more = f" (+{len(taints) - 2} more taints)" if len(taints) > 2 else ""
+    text = "; ".join(parts) + more + ": add a toleration for it to the pod template"
+    transient = [t for t, _ in taints[:2] if _looks_transient(t.split("=", 1)[0].split(":", 1)[0])]
+    if transient:
+        text += (f"; {transient[0]} looks like a taint the system sets and removes by itself: if so, list its key in the "
+                 "policy's transientTaints")
+    return text
+
+
+def _ever_reasons_text(snap: ClusterSnapshot, ever_filter: FilterResult, hist: dict[str, int]) -> str:
+    """The "ever" reason histogram, saying how many of each reason's nodes are also cordoned or
+    NotReady: the node summary (the scheduler's view now, first failing filter) counts those as
+    unschedulable / tainted instead, so both add up the same nodes."""
+    cordoned: dict[str, int] = {}
+    not_ready: dict[str, int] = {}
+    for i, n in enumerate(snap.nodes):
+        if not (n.unschedulable or n.ready is False):
+            continue
+        r = ever_filter.node_reason(snap, i)
+        if r is None:
+            continue
+        if n.unschedulable:
+            cordoned[r] = cordoned.get(r, 0) + 1
+        elif n.ready is False:
+            not_ready[r] = not_ready.get(r, 0) + 1
+    parts = []
+    for r, k in sorted(hist.items(), key=lambda kv: f"{kv[1]} {kv[0]}"):
+        extra = [f"{cordoned[r]} of them cordoned"] if r in cordoned else []
+        extra += [f"{not_ready[r]} of them NotReady"] if r in not_ready else []
+        parts.append(f"{k} {r}" + (f" ({', '.join(extra)})" if extra else ""))
+    return ", ".join(parts)
 
 
 def _column_sums(snap: ClusterSnapshot, mask: np.ndarray) -> list[int | float]:
@@ -624,21 +720,49 @@ def evaluate(
 
         placed_now = place(snap.free, demands("now"))
         topo = [ev.ps for ev in evals if ev.ps.required_topology]
+        domains = _topology_domains(snap, evals) if topo else None
         if topo and placed_now is not None:
             placed_now = _check_topology(snap, evals, placed_now)
         # A placement now is one on the repaired empty cluster too (free ≤ ever_alloc and the
         # now filters are stricter), so the second search runs only when the first fails.
         ever_place = placed_now if placed_now is not None else place(snap.ever_alloc, demands("ever"))
-        if ever_place is None and placed_now is None and all_or_nothing(gang, options):
+        if topo and ever_place is not None and placed_now is None:
+            ever_place = _check_topology(snap, evals, ever_place)
+        # The greedy passes prove nothing when they fail: an exhaustive search, bounded by
+        # SEARCH_BUDGET steps shared by its "ever" and "now" runs, settles small instances
+        # (fit.search: at most SEARCH_MAX_PODS pods over SEARCH_MAX_CLASSES node classes).
+        # Only an all-or-nothing gang is proved NeverFits by a failed search (pods scheduled one by
+        # one start as they fit: ParallelismExceedsCapacity covers them).
+        gang_whole = all_or_nothing(gang, options)
+        why, budget = None, SEARCH_BUDGET
+        if ever_place is None and gang_whole:
+            found = search(snap.ever_alloc, demands("ever"), topology=domains, budget=budget)
+            budget -= found.steps
+            if found.status == FOUND:
+                ever_place = found.placement
+            elif found.status == NONE:
+                why = _unprovable(snap, gang, evals)
+                if why is None:
+                    findings.append(_no_packing_finding(snap, gang, evals, options, found.steps))
+                    never = True
+            else:
+                why = f"too large for the exhaustive search ({SEARCH_BUDGET} steps)"
+        if not never and placed_now is None and budget > 0:
+            found_now = search(snap.free, demands("now"), topology=domains, budget=budget)
+            if found_now.status == FOUND:
+                placed_now = found_now.placement
+                ever_place = ever_place or placed_now
+        if not never and ever_place is None and placed_now is None and gang_whole:
             findings.append(Finding("PlacementUnproven", WAITS,
-                "no proof that the gang can never fit, and no placement found on the empty cluster; admitted, placement unproven"))
+                f"no proof that the gang can never fit, and no placement found on the empty cluster ({why or 'no placement found'}); "
+                "admitted, placement unproven", {"why": why or ""}))
         chosen = placed_now if placed_now is not None else ever_place
-        if chosen is not None:
+        if chosen is not None and not never:
             placement = {
                 "when": "now" if placed_now is not None else "ever",
                 "pod_sets": {evals[int(k)].ps.name: [[snap.nodes[n].name, c] for n, c in v] for k, v in chosen.items()},
             }
-        if placed_now is None:
+        if placed_now is None and not never:
             _now_findings(snap, gang, evals, options, findings)
 
     if evals and not never:
@@ -659,7 +783,8 @@ def evaluate(
     else:
         verdict = FITS
 
-    findings.sort(key=lambda f: (_ORDER.index(f.code) if f.code in _ORDER else len(_ORDER)))
+    # Proofs first (the reasons of a denial lead with what denies it), then by _ORDER.
+    findings.sort(key=lambda f: (f.severity != NEVER_FITS, _ORDER.index(f.code) if f.code in _ORDER else len(_ORDER)))
     reasons: list[str] = []
     for f in findings:
         if f.severity in (NEVER_FITS, WAITS) and f.code not in reasons:
@@ -722,6 +847,53 @@ def expected_wait(
     flavor = snap.kueue.flavors.get(name) if name else None
     ev = _evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
     return _expected_wait(snap, gang, now, ev.now_mask, history, ev.ever_mask)
+
+
+def _topology_domains(snap: ClusterSnapshot, evals) -> dict[str, np.ndarray]:
+    """Demand name (the pod set's index) → domain id per node for pod sets with a required
+    topology (−1 where the node lacks the label): the ``topology`` argument of ``fit.search``."""
+    out = {}
+    for i, ev in enumerate(evals):
+        key = ev.ps.required_topology
+        if not key:
+            continue
+        ids: dict[str, int] = {}
+        out[str(i)] = np.fromiter(
+            (ids.setdefault(n.labels[key], len(ids)) if key in n.labels else -1 for n in snap.nodes),
+            dtype=np.int64, count=len(snap.nodes))
+    return out
+
+
+def _unprovable(snap: ClusterSnapshot, gang: GangRequest, evals) -> str | None:
+    """Why an exhaustive search without a placement on the repaired empty cluster is *no*
+    proof, None when it is one: every pod set's shape and the gang's total must be stated by
+    the object, every node any pod set may use must report its capacity, and no MIG layout
+    may be in flux for MIG requests."""
+    if not gang.exact_total or any(not ev.ps.exact_shape for ev in evals):
+        return "the gang's pod shapes are assumed, not stated"
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.ever_mask
+    if (snap.unknown_capacity & union).any():
+        return "some eligible nodes report no capacity yet"
+    if snap.mig_reconfiguring and any(r.startswith("nvidia.com/mig-") for ev in evals for r in ev.ps.requests):
+        return "a MIG layout is being reconfigured"
+    return None
+
+
+def _no_packing_finding(snap, gang, evals, options, steps: int) -> Finding:
+    """ExceedsClusterCapacity (NeverFits) when no placement of all pod sets together exists."""
+    union = np.zeros(len(snap.nodes), dtype=bool)
+    for ev in evals:
+        union |= ev.ever_mask
+    n = int(np.count_nonzero(union))
+    sets = " + ".join(f"{ev.ps.count} × {_fmt_req(ev.ps.requests, options)}" for ev in evals)
+    topo = any(ev.ps.required_topology for ev in evals)
+    return Finding("ExceedsClusterCapacity", NEVER_FITS,
+        f"no placement of all {gang.pods} pods ({sets}) exists on the {n} eligible node(s) even when empty"
+        + (" within their required topology domains" if topo else "")
+        + f" (exhaustive search, {steps} steps): each pod set fits alone, not together",
+        {"eligible_nodes": n, "pods_needed": gang.pods, "proof": "exhaustive-search", "search_steps": steps})
 
 
 def _check_topology(snap, evals, placed):
@@ -811,6 +983,8 @@ def _hint(gang: GangRequest, f: Finding) -> str:
                 return f" One pod alone asks for more {r} than the queue's maximum: make each pod smaller, or ask for a larger quota."
             return f" Ask for at most {plural(n, 'pod')} of {format_quantity(r, per)} {r}, or for a larger quota."
         return " Ask for a larger quota."
+    if f.code == "ExceedsClusterCapacity" and d.get("proof") == "exhaustive-search":
+        return " Make the pods smaller so that pods of different sets can share nodes, or ask for fewer pods."
     if f.code == "ExceedsClusterCapacity" and "pods_possible" in d:
         if d["pods_possible"]:
             return f" Ask for at most {plural(d['pods_possible'], 'pod')} in {d['pod_set']}, or widen its node selector/tolerations."

@@ -11,6 +11,7 @@ Arrays: ``avail`` is int64 [nodes × resources] in the snapshot's column order (
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +20,7 @@ from .filters import R_TOO_MANY_PODS, insufficient
 from .model import Resources
 from .snapshot import ClusterSnapshot
 
-__all__ = ["Shape", "shape_of", "pods_per_node", "resource_reasons", "Demand", "place"]
+__all__ = ["Shape", "shape_of", "pods_per_node", "resource_reasons", "Demand", "place", "search", "SearchResult", "SEARCH_BUDGET"]
 
 
 @dataclass(frozen=True)
@@ -155,4 +156,239 @@ def _place(avail: np.ndarray, order: list[Demand], best_fit: bool) -> dict[str, 
                     row = changed[node] = avail[node].copy()
                 row[d.shape.cols] -= d.shape.vals * t
         result[d.name] = chosen
+    return result
+
+
+# ---------------------------------------------------------------------------- exhaustive search
+
+#: Steps the exhaustive search may take (a step: one per-node configuration tried, one
+#: configuration enumerated, or one topology-domain combination). Deterministic: the outcome
+#: never depends on the machine's speed.
+SEARCH_BUDGET = 5_000
+#: The search runs only on instances this small (pods to place, distinct node classes): its
+#: recursion depth is at most pods + classes.
+SEARCH_MAX_PODS = 256
+SEARCH_MAX_CLASSES = 256
+
+FOUND, NONE, BUDGET = "found", "none", "budget"
+
+
+@dataclass
+class SearchResult:
+    """Outcome of ``search``.
+
+    ``status``: ``"found"`` (``placement`` is valid by construction), ``"none"`` (the search was
+    exhaustive: no placement of every demand exists under the given avail, masks, per-node caps
+    and topology domains), or ``"budget"`` (too large to settle: proves nothing).
+    ``steps``: steps used (see ``SEARCH_BUDGET``).
+    """
+
+    status: str
+    placement: dict[str, list[tuple[int, int]]] | None
+    steps: int
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+def search(
+    avail: np.ndarray,
+    demands: list[Demand],
+    *,
+    budget: int = SEARCH_BUDGET,
+    topology: dict[str, np.ndarray] | None = None,
+) -> SearchResult:
+    """Exhaustive search for a placement of every demand (pods of one demand are interchangeable).
+
+    A complete branch-and-bound over node classes: nodes with the same ``avail`` row (on the
+    columns the demands request) and the same eligibility are interchangeable, so each class
+    takes a multiset of per-node configurations (pods of each demand on one node, fitting
+    ``avail`` together, within each demand's ``max_per_node``), enumerated in a fixed order;
+    failed states are memoised; a branch is cut when the remaining classes cannot hold the
+    remaining pods per demand or per resource. Only what ``avail``, the masks, ``max_per_node``
+    and ``topology`` say is modelled; any constraint left out makes the search more permissive,
+    so a ``"none"`` stays a sound proof on the modelled cluster.
+
+    Args:
+        avail: int64 [nodes × resources] (``ever_alloc`` for "ever", ``free`` for "now").
+        demands: as for ``place``; ``k`` is ignored (recomputed on ``avail``).
+        budget: steps allowed before giving up (``"budget"``).
+        topology: demand name → int array [nodes] of topology-domain ids (−1: the node has no
+            domain): all pods of that demand must sit in one domain (Kueue's
+            podset-required-topology).
+
+    Returns:
+        A ``SearchResult``; placements map demand name → [(node index, pods), ...].
+    """
+    demands = [d for d in demands if d.count > 0]
+    if not demands:
+        return SearchResult(FOUND, {}, 0)
+    if sum(d.count for d in demands) > SEARCH_MAX_PODS:
+        return SearchResult(BUDGET, None, 0)
+    topology = topology or {}
+    ks = [np.where(d.mask, pods_per_node(avail, d.shape, d.max_per_node), 0) for d in demands]
+    choices: list[list[int | None]] = []
+    for d, k in zip(demands, ks):
+        dom = topology.get(d.name)
+        if dom is None:
+            choices.append([None])
+            continue
+        vals = []
+        for v in sorted({int(x) for x in np.unique(dom[k > 0])} - {-1}):
+            if int(k[dom == v].sum()) >= d.count:
+                vals.append(v)
+        if not vals:
+            return SearchResult(NONE, None, 0)
+        choices.append(vals)
+    steps = [0]
+    try:
+        for combo in itertools.product(*choices):
+            _step(steps, budget)
+            masks = [k if v is None else np.where(topology[d.name] == v, k, 0) for d, k, v in zip(demands, ks, combo)]
+            found = _search_classes(avail, demands, masks, steps, budget)
+            if found is not None:
+                return SearchResult(FOUND, found, steps[0])
+    except _OutOfBudget:
+        return SearchResult(BUDGET, None, steps[0])
+    return SearchResult(NONE, None, steps[0])
+
+
+def _step(steps: list[int], budget: int) -> None:
+    steps[0] += 1
+    if steps[0] > budget:
+        raise _OutOfBudget
+
+
+def _search_classes(avail, demands, ks, steps, budget):
+    """One search with fixed per-node capacities ``ks`` (pods of each demand per node, alone)."""
+    counts = tuple(d.count for d in demands)
+    nd = len(demands)
+    kmat = np.stack(ks, axis=1)  # [nodes × demands]
+    for j in range(nd):
+        if int(kmat[:, j].sum()) < counts[j]:
+            return None
+    rel = np.flatnonzero((kmat > 0).any(axis=1))
+    cols = sorted({int(c) for d in demands for c in d.shape.cols})
+    vals = np.zeros((nd, len(cols)), dtype=np.int64)
+    for j, d in enumerate(demands):
+        for c, v in zip(d.shape.cols, d.shape.vals):
+            vals[j, cols.index(int(c))] += int(v)
+    rows = np.concatenate([avail[np.ix_(rel, cols)], (kmat[rel] > 0).astype(np.int64)], axis=1)
+    uniq, inverse, mult = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    if len(uniq) > SEARCH_MAX_CLASSES:
+        raise _OutOfBudget
+    # Per-step work is on plain Python ints: the arrays here hold a handful of numbers, and
+    # numpy's per-call overhead would dominate.
+    vl = [[int(x) for x in vals[j]] for j in range(nd)]
+    classes = []
+    for ci in range(len(uniq)):
+        members = rel[inverse == ci]
+        cap = [int(x) for x in avail[members[0], cols]]
+        kmax = tuple(int(kmat[members[0], j]) for j in range(nd))
+        classes.append((members, cap, kmax))
+    # Most constrained classes (fewest demands they can take) first, then larger capacity.
+    order = sorted(range(len(classes)), key=lambda ci: (sum(1 for x in classes[ci][2] if x), tuple(-x for x in classes[ci][1])))
+    classes = [classes[ci] for ci in order]
+    C = len(classes)
+    ncol = len(cols)
+    # Suffix bounds: what classes c.. can hold per demand, and per resource column.
+    suf_k = [[0] * nd for _ in range(C + 1)]
+    suf_res = [[0] * ncol for _ in range(C + 1)]
+    for c in range(C - 1, -1, -1):
+        members, cap, kmax = classes[c]
+        m = len(members)
+        suf_k[c] = [suf_k[c + 1][j] + m * kmax[j] for j in range(nd)]
+        suf_res[c] = [suf_res[c + 1][i] + m * max(cap[i], 0) for i in range(ncol)]
+    configs: list[list[tuple[int, ...]] | None] = [None] * C
+
+    def configs_of(c: int) -> list[tuple[int, ...]]:
+        got = configs[c]
+        if got is not None:
+            return got
+        _members, cap, kmax = classes[c]
+        out: list[tuple[int, ...]] = []
+        cur = [0] * nd
+
+        def rec(j: int, left: list[int]) -> None:
+            _step(steps, budget)
+            if j == nd:
+                out.append(tuple(cur))
+                return
+            vj = vl[j]
+            for x in range(min(kmax[j], counts[j]), -1, -1):
+                if x and any(v and v * x > lf for v, lf in zip(vj, left)):
+                    continue
+                cur[j] = x
+                rec(j + 1, [lf - v * x for v, lf in zip(vj, left)] if x else left)
+            cur[j] = 0
+
+        rec(0, list(cap))
+        # Descending lexicographic order; the empty configuration comes last.
+        out.sort(reverse=True)
+        configs[c] = out
+        return out
+
+    failed: set = set()
+    path: list[tuple[int, tuple[int, ...]]] = []
+
+    def feasible_bound(c: int, left: int, r: tuple[int, ...]) -> bool:
+        _members, cap, kmax = classes[c]
+        nxt = suf_k[c + 1]
+        for j in range(nd):
+            if r[j] > left * kmax[j] + nxt[j]:
+                return False
+        res = suf_res[c + 1]
+        for i in range(ncol):
+            load = 0
+            for j in range(nd):
+                if r[j]:
+                    load += vl[j][i] * r[j]
+            if load > left * max(cap[i], 0) + res[i]:
+                return False
+        return True
+
+    def dfs(c: int, left: int, lo: int, r: tuple[int, ...]) -> bool:
+        if not any(r):
+            return True
+        while c < C and left == 0:
+            c += 1
+            left = len(classes[c][0]) if c < C else 0
+            lo = 0
+        if c >= C:
+            return False
+        if not feasible_bound(c, left, r):
+            return False
+        key = (c, left, lo, r)
+        if key in failed:
+            return False
+        cfgs = configs_of(c)
+        for idx in range(lo, len(cfgs)):
+            v = cfgs[idx]
+            if not any(v):  # the rest of this class stays empty
+                _step(steps, budget)
+                if dfs(c + 1, len(classes[c + 1][0]) if c + 1 < C else 0, 0, r):
+                    return True
+                continue
+            if any(a > b for a, b in zip(v, r)):
+                continue
+            _step(steps, budget)
+            path.append((c, v))
+            if dfs(c, left - 1, idx, tuple(a - b for a, b in zip(r, v))):
+                return True
+            path.pop()
+        failed.add(key)
+        return False
+
+    if not C or not dfs(0, len(classes[0][0]), 0, counts):
+        return None
+    result: dict[str, list[tuple[int, int]]] = {d.name: [] for d in demands}
+    used = [0] * C
+    for c, v in path:
+        node = int(classes[c][0][used[c]])
+        used[c] += 1
+        for j, d in enumerate(demands):
+            if v[j]:
+                result[d.name].append((node, int(v[j])))
     return result

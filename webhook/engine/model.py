@@ -299,8 +299,13 @@ class PodSet:
             anti-affinity on kubernetes.io/hostname against itself, or host ports); None = no cap.
         required_topology: Kueue ``podset-required-topology`` label key (all pods of the set in
             one domain of that label), None when not requested.
-        exact_shape: False when the per-pod request is an estimate (a PodGroup's minResources
-            spread over minMember): per-node bounds then cannot prove NeverFits.
+        exact_shape: False when the per-pod request and constraints are an estimate (a
+            PodGroup's minResources spread over minMember; a Kueue pod group seen one pod at a
+            time): per-node bounds, searches and node filters then cannot prove NeverFits; only
+            totals over every node can.
+        stated_total: the pod set's total request as the object states it (a PodGroup's
+            minResources), when ``count × requests`` is only an estimate of it (rounded up);
+            None = ``count × requests``. Quota and gang totals use it.
         runtime_class: ``spec.runtimeClassName`` ("" when none). The API server's RuntimeClass
             admission plugin adds that RuntimeClass's tolerations to the pod, which gangcheck
             does not see: a taint then never proves NeverFits.
@@ -320,6 +325,7 @@ class PodSet:
     preferred_topology: str | None = None
     exact_shape: bool = True
     runtime_class: str = ""
+    stated_total: Resources | None = None
 
     def total_replicas(self) -> int:
         return self.count if self.replicas is None else self.replicas
@@ -384,9 +390,13 @@ class GangRequest:
         return f"{self.kind}/{self.namespace}/{self.name}"
 
     def total_requests(self) -> dict[str, int]:
-        """Σ count × per-pod request over pod sets, scheduler units."""
+        """Σ count × per-pod request over pod sets (a pod set's ``stated_total`` where set), scheduler units."""
         out: dict[str, int] = {}
         for ps in self.pod_sets:
+            if ps.stated_total is not None:
+                for r, v in ps.stated_total.items():
+                    out[r] = out.get(r, 0) + v
+                continue
             for r, v in ps.requests.items():
                 out[r] = out.get(r, 0) + v * ps.count
         return out

@@ -316,6 +316,10 @@ def kueue_limits(kueue: KueueState, cluster_queue: str, flavor: str, resource: s
 
 
 def _pod_set_request(ps: PodSet) -> dict[str, int]:
+    """The pod set's total request: what the object states (``stated_total``, a PodGroup's
+    minResources) where set, never the rounded-up estimate count × per-pod shape."""
+    if ps.stated_total is not None:
+        return {r: v for r, v in ps.stated_total.items() if v > 0}
     return {r: v * ps.count for r, v in ps.requests.items() if v > 0}
 
 
@@ -514,7 +518,11 @@ def evaluate_kueue(gang: GangRequest, kueue: KueueState, reserved=None) -> Quota
             {"resource": r, "flavor": f, "request": v, "maximum": int(lim.maximum),
              "nominal": lim.nominal, "borrowing_limit": lim.borrowing_limit, "cluster_queue": cq.name,
              "cohort": cq.cohort, "binding": why.kind, "binding_object": _ref(why.node), "binding_cohort": why.pool}))
-        res.candidate_flavors = {}
+        # Kueue places the pods only on nodes of a flavor that matches the pod set, so the node
+        # view keeps those flavors' nodeLabels even when quota fails (issue #17 item 17: the
+        # same pod shape must show the same eligible nodes whether quota holds or not).
+        res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in all_candidates[ps.name]]
+                                 for ps in quota_sets if all_candidates[ps.name]}
         return res
     res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in candidates[ps.name]] for ps in quota_sets}
     # Now: Kueue's greedy, flavors in order per pod set; earlier pod sets' requests in the same
