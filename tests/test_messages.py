@@ -13,18 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_untolerated_taint_is_named_with_its_node_count():
-    snap = snapshot([node("a", gpu=8), node("b", gpu=8, taints=["nvidia.com/gpu=present:NoSchedule"]),
-                     node("c", gpu=8, taints=["nvidia.com/gpu=present:NoSchedule"])])
+    # (not nvidia.com/gpu=present: ExtendedResourceToleration tolerates that one for a GPU pod)
+    snap = snapshot([node("a", gpu=8), node("b", gpu=8, taints=["dedicated=train:NoSchedule"]),
+                     node("c", gpu=8, taints=["dedicated=train:NoSchedule"])])
     d = evaluate(snap, gang(pod_set("w", 2, gpu=8)))
     assert d.verdict == "NeverFits"
     f = d.findings[0]
-    assert "2 node(s) carry the untolerated taint nvidia.com/gpu=present:NoSchedule" in f.message
-    assert f.data["taints"] == [{"taint": "nvidia.com/gpu=present:NoSchedule", "nodes": 2}]
+    assert "2 node(s) carry the untolerated taint dedicated=train:NoSchedule" in f.message
+    assert f.data["taints"] == [{"taint": "dedicated=train:NoSchedule", "nodes": 2}]
     # The gang-total bound names it too.
     d = evaluate(snap, gang(pod_set("w", 1, gpu=8), pod_set("v", 1, gpu=4)))
     f = next(f for f in d.findings if f.severity == "NeverFits")
     assert "the 1 node(s) it may use have 8 even when empty" in f.message
-    assert "2 node(s) carry the untolerated taint nvidia.com/gpu=present:NoSchedule" in f.message
+    assert "2 node(s) carry the untolerated taint dedicated=train:NoSchedule" in f.message
 
 
 def test_taint_only_mismatch_has_its_own_code_and_points_at_transient_taints():
