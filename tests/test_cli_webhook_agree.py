@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "examples" / "admission"))
 from make_reviews import review_for  # noqa: E402
 
 POLICIES = {
-    "default": "",
+    "default": "{}",
     "warn": "mode: warn\n",
     "audit": "mode: audit\n",
     "exempt-llm": "exemptNamespaces: [llm, kube-system]\n",
