@@ -166,6 +166,17 @@ def get_at(doc: Any, path: tuple) -> Any:
     return doc
 
 
+_MISSING = object()
+
+
+def _value_at(doc: Any, path: tuple) -> Any:
+    """``get_at``, or a sentinel where the path is no longer in ``doc``."""
+    try:
+        return get_at(doc, path)
+    except (KeyError, IndexError, TypeError):
+        return _MISSING
+
+
 def nested(depth: int, leaf: Any = 1, as_list: bool = True) -> Any:
     v = leaf
     for _ in range(depth):
@@ -804,7 +815,9 @@ def check_response(step: Step, status: int, headers: dict, body: bytes) -> tuple
     if any(w.startswith(FAIL_OPEN_HEAD + "internal error") for w in warnings):
         fails.append("fail_open_internal_error")
     # int32 counts: Kubernetes' API validation refuses them; gangcheck must not size a gang by one.
-    if evaluated(resp, step.path) and any(m.tag == "int32_overflow" or m.tag == "int64_overflow" or m.tag == "huge_int"
+    # Only a value still in the body counts (a later mutation may have dropped or replaced it).
+    if evaluated(resp, step.path) and any(m.tag in ("int32_overflow", "int64_overflow", "huge_int")
+                                          and _value_at(doc, m.path) == m.value
                                           for m in step.muts if m.op == "replace" and m.path and m.path[-1] in INT32_COUNT_KEYS):
         fails.append("int32_count_evaluated")
     return fails, resp
