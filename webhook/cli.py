@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Sequence
@@ -386,9 +387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        _guard_stdout()
     try:
         return _dispatch(parser, args)
-    except BrokenPipeError:  # output piped into `head` and closed early
+    except BrokenPipeError:  # output piped into `head` and closed early, outside print()
         sys.stderr.close()
         return EXIT_OK
     except KeyboardInterrupt:
@@ -403,6 +406,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gangcheck: internal error: {args.command}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
               "(please report it)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+class _PipeSafe:
+    """The process's stdout, made safe for ``gangcheck … | head``: once the reader has gone, the
+    rest of the output is dropped (so the exit code stays the verdict's, not 0), and a name with
+    a lone surrogate (JSON ``"\\ud800"``) prints escaped instead of failing the encode."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def _drop(self) -> None:
+        self._gone = True
+        try:  # later writes and the interpreter's final flush go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+        except OSError:
+            pass
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _guard_stdout() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
+    sys.stdout = _PipeSafe(sys.stdout)
 
 
 def kubectl_main() -> int:

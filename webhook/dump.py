@@ -102,7 +102,14 @@ def _parse_yaml(text: str, path: str) -> list[Any]:
         raise DumpError(path, f"could not parse YAML: {problem}", document=len(docs) + 1, line=line) from None
     except yaml.YAMLError as exc:
         raise DumpError(path, f"could not parse YAML: {exc}", document=len(docs) + 1) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (CPython's conversion limit)
+        raise DumpError(path, f"could not parse YAML: a number too long to read ({_first_line(exc)})",
+                        document=len(docs) + 1) from None
     return docs
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split(":", 1)[0]
 
 
 class _NotJSON(ValueError):
@@ -143,6 +150,9 @@ def _parse_json(text: str, path: str) -> list[Any]:
                             document=len(docs) + 1) from None
         except RecursionError:
             raise DumpError(path, f"could not parse JSON: {_TOO_DEEP}", document=len(docs) + 1) from None
+        except ValueError as exc:  # an integer of more than 4,300 digits (CPython's conversion limit)
+            raise DumpError(path, f"could not parse JSON: a number too long to read ({_first_line(exc)})",
+                            document=len(docs) + 1) from None
         docs.append(doc)
 
 
@@ -210,9 +220,12 @@ def _files(path: Path) -> list[Path]:
     if not path.exists():
         raise DumpError(path, "no such file or directory")
     if path.is_dir():
-        files = sorted(
-            p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES) and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        )
+        try:
+            files = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES) and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+        except OSError as exc:  # a subdirectory it may not read (/proc, permissions)
+            raise DumpError(getattr(exc, "filename", None) or path, f"cannot read the directory: {exc.strerror or exc}") from None
         if not files:
             raise DumpError(path, f"no {', '.join('*' + s for s in SUFFIXES)} files in the directory")
         return files

@@ -72,9 +72,9 @@ class Policy(BaseModel):
     plain_jobs_as_gangs: bool = Field(default=False, alias="plainJobsAsGangs")
     exempt_namespaces: list[str] = Field(default_factory=lambda: ["kube-system", "gangcheck-system"], alias="exemptNamespaces")
     annotation_prefix: str = Field(default="gangcheck.io/", alias="annotationPrefix")
-    stale_after_seconds: float = Field(default=120.0, gt=0, alias="staleAfterSeconds")
-    warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, alias="warnFragmentationRatio")
-    warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, alias="warnExpectedWaitSeconds")
+    stale_after_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False, strict=True, alias="staleAfterSeconds")
+    warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, allow_inf_nan=False, strict=True, alias="warnFragmentationRatio")
+    warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, allow_inf_nan=False, strict=True, alias="warnExpectedWaitSeconds")
 
     @field_validator("transient_taints")
     @classmethod
