@@ -109,12 +109,16 @@ def test_check_response_status_and_non_json():
 
 def test_int32_count_evaluated_is_flagged():
     m = fz.Mutation("replace", ("request", "object", "spec", "parallelism"), "int32_overflow", 10**12)
-    step = fz.Step("/validate", fz.encode(_review()), muts=[m])
+    obj = {"metadata": {"name": "x"}, "spec": {"parallelism": 10**12}}
+    step = fz.Step("/validate", fz.encode(_review(obj=obj)), muts=[m])
     evaluated = {"uid": "u-1", "allowed": False, "status": {"code": 403, "message": "never"},
                  "auditAnnotations": {"verdict": "NeverFits"}}
     assert "int32_count_evaluated" in fz.check_response(step, 200, JSON, _answer(evaluated))[0]
     refused = {"uid": "u-1", "allowed": True, "warnings": ["gangcheck skipped the feasibility check: spec.parallelism ..."]}
     assert "int32_count_evaluated" not in fz.check_response(step, 200, JSON, _answer(refused))[0]
+    # A later mutation dropped the value again: what was sent holds no overflow.
+    gone = fz.Step("/validate", fz.encode(_review()), muts=[m, fz.Mutation("drop", m.path, "drop")])
+    assert "int32_count_evaluated" not in fz.check_response(gone, 200, JSON, _answer(evaluated))[0]
 
 
 def test_lowered_variants_never_raise_demand():
