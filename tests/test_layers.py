@@ -37,7 +37,8 @@ def imports_of(path: Path) -> set[str]:
 
 
 def modules(sub: str) -> list[Path]:
-    return sorted((PKG / sub).glob("*.py")) if (PKG / sub).is_dir() else [PKG / f"{sub}.py"]
+    """Every module of a layer: a package's files at any depth (engine/fixes/*.py too), or one file."""
+    return sorted((PKG / sub).rglob("*.py")) if (PKG / sub).is_dir() else [PKG / f"{sub}.py"]
 
 
 FORBIDDEN = {
