@@ -23,10 +23,6 @@ from .. import admission as adm
 __all__ = ["BadRequest", "BodyIncomplete", "READ_GRACE_SECONDS", "DEFAULT_BODY_TIMEOUT", "read_body",
            "content_type_problem", "decode_json", "one_line"]
 
-#: Seconds to receive a request body after its headers (the API server itself gives up on the
-#: whole call after the webhook's timeoutSeconds, 5 s in manifests/).
-DEFAULT_BODY_TIMEOUT = 5.0
-
 
 class BadRequest(Exception):
     """An HTTP 4xx (400 unless ``status`` says otherwise) with a one-line reason."""
@@ -36,14 +32,17 @@ class BadRequest(Exception):
         self.status = status
 
 
-class BodyIncomplete(BadRequest):
-    """A 4xx sent before the whole body was read: the connection is closed after it."""
-
-
+#: Seconds to receive a request body after its headers (the API server itself gives up on the
+#: whole call after the webhook's timeoutSeconds, 5 s in manifests/).
+DEFAULT_BODY_TIMEOUT = 5.0
 #: After a read deadline passes, data that already arrived (a pause: SIGSTOP, CPU throttling;
 #: the event loop runs its timers before it reads sockets) is still read as long as each chunk
 #: comes within this many seconds, up to twice the deadline in all.
 READ_GRACE_SECONDS = 0.1
+
+
+class BodyIncomplete(BadRequest):
+    """A 4xx sent before the whole body was read: the connection is closed after it."""
 
 
 async def read_body(request: Request, limit: int, timeout: float) -> bytes:
@@ -103,10 +102,12 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
 
 
 def _reject_constant(name: str):
+    """``json.loads``' parse_constant: NaN, Infinity and -Infinity are not JSON (RFC 8259 §6)."""
     raise ValueError(f"{name} is not a JSON value")
 
 
 def _finite_float(text: str) -> float:
+    """``json.loads``' parse_float: a number beyond a 64-bit float is refused, not made infinite."""
     v = float(text)
     if v in (math.inf, -math.inf):
         raise ValueError(f"number {one_line(text, 40)} is out of range for a 64-bit float")

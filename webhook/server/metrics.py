@@ -65,6 +65,8 @@ class StateCollector:
         self.source, self.policy = source, policy
 
     def collect(self):
+        """The policy families, then the source and informer families; a status that raises
+        leaves its families empty (a scrape never fails)."""
         reloads = CounterMetricFamily("gangcheck_policy_reloads", "Policy reloads applied.")
         failures = CounterMetricFamily("gangcheck_policy_reload_failures", "Policy versions rejected as invalid.")
         valid = GaugeMetricFamily("gangcheck_policy_valid", "1 when the latest policy version is valid.")
@@ -123,6 +125,7 @@ class StateCollector:
 
 
 def _first(d: dict, *keys):
+    """The first of ``keys`` whose value in ``d`` is a number (not a bool), or None."""
     for k in keys:
         v = d.get(k)
         if isinstance(v, (int, float)) and not isinstance(v, bool):

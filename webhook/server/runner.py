@@ -26,6 +26,7 @@ log = logging.getLogger("gangcheck.server")
 
 
 def _digest(*paths: str | Path) -> bytes | None:
+    """SHA-256 of the files' bytes in order, or None when one cannot be read."""
     h = hashlib.sha256()
     try:
         for p in paths:

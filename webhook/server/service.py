@@ -300,6 +300,7 @@ class AdmissionService:
             raise FailOpen("timeout", f"check exceeded its {self.time_budget:g}s time budget") from None
 
     def _finished(self, _fut) -> None:
+        """A check ended (in time or not): one fewer pending."""
         self._pending -= 1
 
     async def with_wait(self, snap, gang, options, key: str, decision):

@@ -52,6 +52,7 @@ def _public_source_status(st: Any) -> dict:
 
 
 def is_loopback(request: Request) -> bool:
+    """True when the client's address is a loopback address (127.0.0.0/8, ::1)."""
     host = request.client.host if request.client else ""
     try:
         return ipaddress.ip_address(host).is_loopback
