@@ -1,0 +1,150 @@
+"""The webhook's Prometheus metrics: the per-request series (``Metrics``) and the scrape-time
+state of the source and the policy (``StateCollector``).
+
+Owns metric names, help texts, labels and :data:`LATENCY_BUCKETS` (seconds). Does not own when
+they are incremented: ``service.AdmissionService`` records each admission, ``runner.WebhookServer``
+the certificate reloads. Each app has its own ``CollectorRegistry`` (several apps may live in one
+process); no ``*_created`` series (``disable_created_metrics``): they double the scrape for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, disable_created_metrics, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..sources import SnapshotSource
+
+__all__ = ["LATENCY_BUCKETS", "Metrics", "StateCollector"]
+
+disable_created_metrics()  # no *_created series: they double the scrape for nothing
+
+#: Latency histogram buckets in seconds, from 0.5 ms.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """The app's Prometheus metrics, in their own registry (several apps may live in one process)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.requests = Counter(
+            "gangcheck_webhook_requests", "Admission requests by endpoint, verdict and outcome.",
+            ["endpoint", "verdict", "outcome"], registry=registry,
+        )
+        self.latency = Histogram(
+            "gangcheck_webhook_latency_seconds", "Admission request latency (body read to response), seconds.",
+            ["endpoint", "verdict", "outcome"], buckets=LATENCY_BUCKETS, registry=registry,
+        )
+        self.in_flight = Gauge(
+            "gangcheck_webhook_requests_in_flight", "Admission requests being handled.", ["endpoint"], registry=registry,
+        )
+        self.fail_open = Counter(
+            "gangcheck_webhook_fail_open", "Requests admitted without a check, by reason.",
+            ["endpoint", "reason"], registry=registry,
+        )
+        self.skipped = Counter(
+            "gangcheck_webhook_skipped", "Requests admitted unchanged without a check, by endpoint and reason "
+            "(operation, no_object, exempt_namespace, unsupported_kind, owned_by_checked_kind).",
+            ["endpoint", "reason"], registry=registry,
+        )
+        self.cert_reloads = Counter(
+            "gangcheck_tls_certificate_reloads", "Serving certificate reloads.", registry=registry,
+        )
+        self.cert_reload_failures = Counter(
+            "gangcheck_tls_certificate_reload_failures", "Serving certificate reloads that failed (old one kept).",
+            registry=registry,
+        )
+
+
+class StateCollector:
+    """Scrape-time metrics read from the source and the policy provider."""
+
+    def __init__(self, source: SnapshotSource, policy) -> None:
+        self.source, self.policy = source, policy
+
+    def collect(self):
+        """The policy families, then the source and informer families; a status that raises
+        leaves its families empty (a scrape never fails)."""
+        reloads = CounterMetricFamily("gangcheck_policy_reloads", "Policy reloads applied.")
+        failures = CounterMetricFamily("gangcheck_policy_reload_failures", "Policy versions rejected as invalid.")
+        valid = GaugeMetricFamily("gangcheck_policy_valid", "1 when the latest policy version is valid.")
+        problem = GaugeMetricFamily(
+            "gangcheck_policy_problem",
+            "1 for the code of the latest policy version's problem while the last good policy stays in force "
+            "(empty, invalid_yaml, not_a_mapping, invalid_field, not_utf8, unreadable, missing).",
+            labels=["problem"],
+        )
+        try:
+            st = self.policy.status()
+            reloads.add_metric([], float(st.get("reloads") or 0))
+            failures.add_metric([], float(st.get("failures") or 0))
+            valid.add_metric([], 1.0 if st.get("valid") else 0.0)
+            if st.get("problem"):
+                problem.add_metric([str(st["problem"])], 1.0)
+        except Exception:  # pragma: no cover - metrics never break a scrape
+            pass
+        yield reloads
+        yield failures
+        yield valid
+        yield problem
+
+        ready = GaugeMetricFamily("gangcheck_cache_ready", "1 when every informer has synced.")
+        age = GaugeMetricFamily("gangcheck_cache_age_seconds", "Seconds since the cluster view was last known current.")
+        objects = GaugeMetricFamily("gangcheck_informer_objects", "Objects held per informer.", labels=["informer"])
+        synced = GaugeMetricFamily("gangcheck_informer_synced", "1 when the informer has synced.", labels=["informer"])
+        last = GaugeMetricFamily("gangcheck_informer_last_event_age_seconds", "Seconds since the informer's last event or bookmark.", labels=["informer"])
+        restarts = CounterMetricFamily("gangcheck_informer_watch_restarts", "Watch restarts per informer.", labels=["informer"])
+        installed = GaugeMetricFamily("gangcheck_informer_installed", "1 when the informer's API (CRD) is served.", labels=["informer"])
+        relists = CounterMetricFamily("gangcheck_informer_relists", "Full re-lists per informer (410 Gone etc.).", labels=["informer"])
+        errors = CounterMetricFamily("gangcheck_informer_errors", "List/watch errors per informer.", labels=["informer"])
+        try:
+            ready.add_metric([], 1.0 if self.source.ready else 0.0)
+            age.add_metric([], float(self.source.age_seconds()))
+            for name, info in _informers(self.source.status()):
+                if info.get("objects") is not None:
+                    objects.add_metric([name], float(info["objects"]))
+                if info.get("synced") is not None:
+                    synced.add_metric([name], 1.0 if info["synced"] else 0.0)
+                la = _first(info, "last_event_age_s", "last_event_age_seconds", "last_event_age")
+                if la is not None:
+                    last.add_metric([name], float(la))
+                rs = _first(info, "watch_restarts", "restarts")
+                if rs is not None:
+                    restarts.add_metric([name], float(rs))
+                if info.get("installed") is not None:
+                    installed.add_metric([name], 1.0 if info["installed"] else 0.0)
+                for fam, k in ((relists, "relists"), (errors, "errors")):
+                    v = _first(info, k)
+                    if v is not None:
+                        fam.add_metric([name], float(v))
+        except Exception:  # pragma: no cover
+            pass
+        yield from (ready, age, objects, synced, last, restarts, installed, relists, errors)
+
+
+def _first(d: dict, *keys):
+    """The first of ``keys`` whose value in ``d`` is a number (not a bool), or None."""
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _informers(status: Any):
+    """(name, info) pairs from a source status: ``{"informers": {name: {...}}}`` or a list of
+    ``{"name": ...}``; a static source's ``{"nodes": N, "pods": M}`` becomes two synced informers."""
+    if not isinstance(status, dict):
+        return []
+    inf = status.get("informers")
+    if isinstance(inf, dict):
+        return [(str(k), v) for k, v in inf.items() if isinstance(v, dict)]
+    if isinstance(inf, list):
+        return [(str(v.get("name") or v.get("resource") or i), v) for i, v in enumerate(inf) if isinstance(v, dict)]
+    out = []
+    for k in ("nodes", "pods"):
+        if isinstance(status.get(k), int):
+            out.append((k, {"objects": status[k], "synced": bool(status.get("synced", True))}))
+    return out
