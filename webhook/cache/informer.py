@@ -282,6 +282,8 @@ class Informer:
         return delay
 
     def _request(self, query: list[tuple[str, str]], timeout):
+        """GET the collection with ``query`` through ``cache._get``; the response is kept so
+        ``close()`` can abort it (at once when the cache is already stopping)."""
         resp = self.cache._get(self.spec.path(self.version), query, timeout)
         with self._resp_lock:
             self._resp = resp
@@ -352,6 +354,7 @@ class Informer:
         self._mark_not_installed()
 
     def _mark_not_installed(self) -> None:
+        """An absent optional resource: empty store, ``installed: false``, synced."""
         self.version = self.spec.versions[0]
         self.cache._replace(self, {})
         self.installed = False

@@ -241,23 +241,27 @@ class _Informer(PodSteps, Informer):
         self._reader_pcs = (None, 0)  # the PriorityClasses the pod reader was made for
 
     def _convert(self, obj: Mapping) -> tuple[Any, Any] | None:
+        """The row's ``project``."""
         kind = self.kind
         if kind is None:
             return super()._convert(obj)
         return kind.project(self, obj)
 
     def _list_page(self, body: bytes, converted: dict) -> Mapping:
+        """The row's ``list_page``, else the generic page decode."""
         kind = self.kind
         if kind is not None and kind.list_page is not None:
             return kind.list_page(self, body, converted)
         return super()._list_page(body, converted)
 
     def _on_added(self, value: Any) -> None:
+        """The row's ``on_added``, if any."""
         kind = self.kind
         if kind is not None and kind.on_added is not None:
             kind.on_added(self, value)
 
     def _on_deleted(self, obj: Mapping) -> None:
+        """The row's ``on_deleted``, if any."""
         kind = self.kind
         if kind is not None and kind.on_deleted is not None:
             kind.on_deleted(self, obj)

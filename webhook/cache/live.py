@@ -263,6 +263,7 @@ class LiveCache:
 
     @staticmethod
     def _add_used(used: dict[str, dict[str, int]], pod, sign: int) -> None:
+        """Add (``sign`` 1) or remove (−1) ``pod``'s requests and one pod to its node's Σ in ``used``."""
         node = pod.node_name
         if not node:
             return
@@ -341,6 +342,9 @@ class LiveCache:
         return snap
 
     def _build_loop(self) -> None:
+        """The builder thread: once every informer has synced, rebuild and publish the snapshot
+        after changes, at most every ``rebuild_interval_s`` (or twice the last build's time);
+        the first publication makes the cache ``ready`` (and freezes the collector's view)."""
         last = 0.0
         while not self._stop.is_set():
             self._changed.wait(1.0)
