@@ -171,6 +171,8 @@ def live_child(manifest: str) -> dict:
     import threading
 
     from webhook import cache as wc
+    from webhook.cache import informer as wci  # the list pages' decoders live in the package's rooms
+    from webhook.cache import pods as wcp
     from webhook import diagnose as wd
     from webhook.cli import main as cli_main
 
@@ -206,7 +208,7 @@ def live_child(manifest: str) -> dict:
             return body
 
     Informer, Cache = wc._Informer, wc.LiveCache
-    orig = {"request": Informer._request, "list_all": Informer._list_all, "decode": wc._decode_list, "replace": Cache._replace,
+    orig = {"request": Informer._request, "list_all": Informer._list_all, "decode": wci._decode_list, "replace": Cache._replace,
             "build": Cache._build, "init": Cache.__init__, "start": Cache.start, "wait_ready": Cache.wait_ready,
             "snapshot": Cache.snapshot, "stop": Cache.stop, "diagnose": wd.diagnose}
 
@@ -289,7 +291,7 @@ def live_child(manifest: str) -> dict:
         elif gc_t0:
             add(f"gc.gen{gcinfo['generation']}", time.perf_counter() - gc_t0.pop())
 
-    Informer._request, Informer._list_all, wc._decode_list = request, list_all, decode
+    Informer._request, Informer._list_all, wci._decode_list, wcp._decode_list = request, list_all, decode, decode
     Cache._replace, Cache._build, Cache.__init__, Cache.start = replace, build, init, start
     Cache.wait_ready, Cache.snapshot, Cache.stop, wd.diagnose = wait_ready, snapshot, stop, diagnose
     gc.callbacks.append(on_gc)
@@ -301,7 +303,7 @@ def live_child(manifest: str) -> dict:
         total_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     finally:
         gc.callbacks.remove(on_gc)
-        Informer._request, Informer._list_all, wc._decode_list = orig["request"], orig["list_all"], orig["decode"]
+        Informer._request, Informer._list_all, wci._decode_list, wcp._decode_list = orig["request"], orig["list_all"], orig["decode"], orig["decode"]
         Cache._replace, Cache._build, Cache.__init__, Cache.start = orig["replace"], orig["build"], orig["init"], orig["start"]
         Cache.wait_ready, Cache.snapshot, Cache.stop, wd.diagnose = orig["wait_ready"], orig["snapshot"], orig["stop"], orig["diagnose"]
     if rc != 0 or "diag1" not in marks:
