@@ -9,6 +9,7 @@ Units: device counts per extended resource (nvidia.com/gpu, MIG slices, amd.com/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from shlex import quote as _q
 from typing import Any
 
@@ -50,9 +51,7 @@ def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None 
     "plugin_pods": [{"namespace", "name", "phase", "restarts", "ready"}]}`` (restarts: Σ container
     restartCount; ready: the Ready condition, None when unknown). Pure; sorted by node name."""
     options = options or EngineOptions()
-    gcols = _gpu_cols(snap, options)
     out: dict[int, dict] = {}
-    gpu_names = {r for r in snap.resources if options.is_gpu(r)}  # every resource any node advertises
 
     def entry(i: int) -> dict:
         e = out.get(i)
@@ -60,21 +59,35 @@ def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None 
             e = out[i] = {"node": snap.nodes[i].name, "problems": [], "capacity": {}, "allocatable": {}, "allocated": {}}
         return e
 
-    if gcols:
-        cols = np.array([c for _, c in gcols])
-        cap, alloc, used = snap.cap[:, cols], snap.alloc[:, cols], snap.used[:, cols]
-        lost = np.flatnonzero((cap > alloc).any(axis=1) | (used > alloc).any(axis=1))
-        for i in lost.tolist():
-            e = entry(i)
-            for j, (r, c) in enumerate(gcols):
-                cv, av, uv = int(cap[i, j]), int(alloc[i, j]), int(used[i, j])
-                if cv > av:
-                    kind = "plugin lost registration or every device unhealthy" if av == 0 else f"{cv - av} unhealthy device(s) (XID?)"
-                    e["problems"].append(f"{r} capacity {cv}, allocatable {av}: {kind}")
-                if uv > av:
-                    e["problems"].append(f"{r} allocatable {av} < {uv} held by pods: node out of sync, excluded by some schedulers")
-                if cv or av or uv:
-                    e["capacity"][r], e["allocatable"][r], e["allocated"][r] = cv, av, uv
+    _allocatable_problems(snap, _gpu_cols(snap, options), entry)
+    _label_problems(snap, {r for r in snap.resources if options.is_gpu(r)}, entry)  # every GPU resource any node advertises
+    return _with_plugin_pods(snap, [out[i] for i in sorted(out, key=lambda i: snap.nodes[i].name)])
+
+
+def _allocatable_problems(snap: ClusterSnapshot, gcols: list[tuple[str, int]], entry: Callable[[int], dict]) -> None:
+    """Per GPU resource: capacity above allocatable (lost registration, unhealthy devices) and
+    allocatable below what pods hold; records the three amounts of each such node."""
+    if not gcols:
+        return
+    cols = np.array([c for _, c in gcols])
+    cap, alloc, used = snap.cap[:, cols], snap.alloc[:, cols], snap.used[:, cols]
+    lost = np.flatnonzero((cap > alloc).any(axis=1) | (used > alloc).any(axis=1))
+    for i in lost.tolist():
+        e = entry(i)
+        for j, (r, c) in enumerate(gcols):
+            cv, av, uv = int(cap[i, j]), int(alloc[i, j]), int(used[i, j])
+            if cv > av:
+                kind = "plugin lost registration or every device unhealthy" if av == 0 else f"{cv - av} unhealthy device(s) (XID?)"
+                e["problems"].append(f"{r} capacity {cv}, allocatable {av}: {kind}")
+            if uv > av:
+                e["problems"].append(f"{r} allocatable {av} < {uv} held by pods: node out of sync, excluded by some schedulers")
+            if cv or av or uv:
+                e["capacity"][r], e["allocatable"][r], e["allocated"][r] = cv, av, uv
+
+
+def _label_problems(snap: ClusterSnapshot, gpu_names: set[str], entry: Callable[[int], dict]) -> None:
+    """On nodes labelled as GPU nodes: no GPU resource advertised, fewer MIG slices than the
+    layout implies, stale zero-valued GPU resources next to non-zero ones."""
     for i, n in enumerate(snap.nodes):
         labels = n.labels
         labelled = labels.get("nvidia.com/gpu.present") == "true" or GPU_COUNT_LABEL in labels or "nvidia.com/gpu.product" in labels
@@ -96,17 +109,20 @@ def device_plugin_findings(snap: ClusterSnapshot, options: EngineOptions | None 
             e = entry(i)
             e["problems"].append("stale zero-valued resource(s) " + ", ".join(stale) + " (harmless to kube-scheduler; "
                                  "some schedulers misread them)")
+
+
+def _with_plugin_pods(snap: ClusterSnapshot, result: list[dict]) -> list[dict]:
+    """Add ``plugin_pods`` to each node entry (the device-plugin pods bound there); Pending
+    plugin pods go to the nodes without one when the match is unambiguous, else each such node
+    gets ``unbound_plugin_pods`` (their count). Returns ``result``."""
     bound, unbound = _plugin_pods(snap)
-    result = []
     no_plugin = []
-    for i in sorted(out, key=lambda i: snap.nodes[i].name):
-        e = out[i]
+    for e in result:
         pods = bound.get(e["node"], [])
         e["plugin_pods"] = [{"namespace": p.namespace, "name": p.name, "phase": p.phase, "restarts": p.restarts, "ready": p.ready}
                             for p in pods]
         if not pods:
             no_plugin.append(e)
-        result.append(e)
     # Unbound (Pending) plugin pods: DaemonSet pods target one node each; match them to nodes without one.
     if unbound and no_plugin:
         if len(no_plugin) == 1 or len(unbound) == 1:
