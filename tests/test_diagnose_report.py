@@ -129,19 +129,16 @@ def test_device_plugin_step_points_at_the_plugin_pod():
     assert s.meaning.startswith(f"d0: {GPU} capacity 8, allocatable 0: plugin lost registration")
 
 
-def test_partial_gangs_step_finds_the_deadlock():
-    nodes = [node(f"n{i}", gpu=1) for i in range(4)]
-    pods = []
-    for name, bound in (("a", ("n0", "n1")), ("b", ("n2", "n3"))):
-        k = f"Job/default/{name}"
-        pods += [pod(f"{name}-{i}", bn, gpu=1, gang=k) for i, bn in enumerate(bound)]
-        pods += [pod(f"{name}-{i + 2}", "", gpu=1, gang=k, phase="Pending") for i in range(2)]
-    snap = snapshot(nodes, pods)
-    g = gang(pod_set("t", 4, gpu=1, max_per_node=1), kind="Job", name="b")
+def test_partial_gangs_step_names_a_gang_holding_gpus():
+    # Job a holds n0's 8 GPUs with one pod while its second waits; the gang diagnosed fits on n1.
+    k = "Job/default/a"
+    snap = snapshot([node("n0"), node("n1")], [pod("a-0", "n0", gpu=8, gang=k), pod("a-1", "", gpu=8, gang=k, phase="Pending")])
+    g = gang(pod_set("w", 1, gpu=8), kind="Job", name="train")
     d, view, opts = _parts(snap, g)
     s = partial_gangs_step(snap, g, view, opts)
-    assert (s.partial_gangs_total, s.deadlocks) == (2, [["Job/default/a", "Job/default/b"]])
-    assert s.status == "blocking" and "Deadlock: Job/default/a and Job/default/b each wait for the other's GPUs" in s.meaning
+    assert (s.partial_gangs_total, s.deadlocks, s.own_bound, s.own_pending) == (1, [], 0, 0)
+    assert s.partial_gangs[0] == {"gang": k, "bound": 1, "pending": 1, "gpus_held": 8, "gpus_pending": 8, "nodes": ["n0"], "priority": 0}
+    assert s.status == "info" and s.meaning == "1 partial gang(s) hold 8 GPUs without progress: Job/default/a (1 bound, 1 pending, 8 GPUs held)."
 
 
 def test_quota_step_of_a_volcano_queue():
