@@ -9,16 +9,59 @@ only where sums stay exact, else in Python ints (the same numbers).
 
 from __future__ import annotations
 
-import itertools
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .costs import _Gain
+from .scan import IRREGULAR, TOO_LARGE, python_tops, scan_nodes
 from .units import Unit, _unit_pack
 
 
 _FAST_PATHS = True
+
+
+def _index_units(units: Sequence[Unit], fields: Sequence[Sequence], avail: Mapping[int, Any]
+                 ) -> tuple[dict[int, list[int]], dict[int, list[int]], list[int | None], list[Any], bool]:
+    """(``on_node``, ``span_on``, ``one``, ``row1``, ``all_local``) of ``_Prep`` (see its doc) for
+    these units on the candidate nodes ``avail`` (node index → free row); ``fields``: the units'
+    packs side by side (``fields[5]``: each pack's one node or None, ``fields[6]``: its row)."""
+    on_node: dict[int, list[int]] = {}
+    one: list[int | None] = [None] * len(units)
+    row1: list[Any] = [None] * len(units)
+    span_on: dict[int, list[int]] = {}
+    all_local = True
+    get = on_node.get
+    rows = fields[6]
+    for ui, n in enumerate(fields[5]):
+        if n is not None:
+            if n in avail:
+                lst = get(n)
+                if lst is None:
+                    on_node[n] = [ui]
+                else:
+                    lst.append(ui)
+                one[ui] = n
+                row1[ui] = rows[ui]
+            continue
+        use = units[ui].use
+        if use:
+            all_local = False
+        inside = []
+        for n, row in use.items():
+            if n in avail:
+                lst = get(n)
+                if lst is None:
+                    on_node[n] = [ui]
+                else:
+                    lst.append(ui)
+                inside.append((n, row))
+        if len(inside) == 1:
+            one[ui], row1[ui] = inside[0]
+        else:
+            for n, _ in inside:
+                span_on.setdefault(n, []).append(ui)
+    return on_node, span_on, one, row1, all_local
 
 
 class _Prep:
@@ -50,44 +93,10 @@ class _Prep:
 
     def __init__(self, units: Sequence[Unit], g: _Gain, packs: Sequence[tuple] | None = None) -> None:
         avail, vals = g.avail, g.vals
-        on_node: dict[int, list[int]] = {}
-        one: list[int | None] = [None] * len(units)
-        row1: list[Any] = [None] * len(units)
-        span_on: dict[int, list[int]] = {}
-        all_local = True
-        get = on_node.get
         self.pack = packs = [_unit_pack(u) for u in units] if packs is None else packs
         # The packs' fields side by side (each pack read once).
         fields = list(zip(*packs)) if packs else [()] * 10
-        rows = fields[6]
-        for ui, n in enumerate(fields[5]):
-            if n is not None:
-                if n in avail:
-                    lst = get(n)
-                    if lst is None:
-                        on_node[n] = [ui]
-                    else:
-                        lst.append(ui)
-                    one[ui] = n
-                    row1[ui] = rows[ui]
-                continue
-            use = units[ui].use
-            if use:
-                all_local = False
-            inside = []
-            for n, row in use.items():
-                if n in avail:
-                    lst = get(n)
-                    if lst is None:
-                        on_node[n] = [ui]
-                    else:
-                        lst.append(ui)
-                    inside.append((n, row))
-            if len(inside) == 1:
-                one[ui], row1[ui] = inside[0]
-            else:
-                for n, _ in inside:
-                    span_on.setdefault(n, []).append(ui)
+        on_node, span_on, one, row1, all_local = _index_units(units, fields, avail)
         self.units, self.g = units, g
         self.on_node, self.span_on, self.one, self.row1 = on_node, span_on, one, row1
         self.all_local = all_local
@@ -106,7 +115,7 @@ class _Prep:
         # bundle (frozenset of unit indices) → (node, summed row, Σ pdb, max priority, Σ pods,
         # Σ GPUs, tenants, any budgets) when all its units have rows on that one node only, else False
         self.bundles: dict[frozenset[int], Any] = {}
-        self.entries: dict[int, list] = {}  # node → its ``_scan_nodes`` result (regular input)
+        self.entries: dict[int, list] = {}  # node → its ``scan_nodes`` result (regular input)
 
     def scan(self, memo: dict | None = None) -> None:
         """Settle ``regular``; fill ``top``, ``total``, ``gaining`` and the big nodes' orders (see
@@ -114,13 +123,30 @@ class _Prep:
         packs: the same objects, or equal ones; the same ones spanning) are those of an earlier
         call reuses its results (they are worked out from the packs alone)."""
         units, g, on_node = self.units, self.g, self.on_node
-        avail, span_on = g.avail, self.span_on
         if not self.regular or not on_node:
             self.regular = False
             self.total = g.of(units, range(len(units)))
             return
         cache = memo.setdefault(("search", g.vals, g.cap), {}) if memo is not None else None
-        packs = self.pack
+        hits, todo = self._reused(cache)
+        fresh = scan_nodes(self, todo) if todo else {}
+        if fresh is IRREGULAR:
+            self.regular = False
+            self.total = g.of(units, range(len(units)))
+            return
+        if fresh is TOO_LARGE:
+            self.top, self.total = python_tops(self)
+            return
+        if cache is not None:
+            for n, e in fresh.items():
+                cache[n] = e
+        self._settle(hits, fresh)
+
+    def _reused(self, cache: dict | None) -> tuple[dict[int, list], list[int]]:
+        """(node → its ``scan_nodes`` result kept in ``cache`` by an earlier call, the nodes to
+        scan afresh): a kept result holds when the node's free row, its units' packs and its
+        spanning units' packs are equal to this call's."""
+        on_node, avail, span_on, packs = self.on_node, self.g.avail, self.span_on, self.pack
         hits: dict[int, list] = {}
         todo = list(on_node)
         if cache:
@@ -132,12 +158,14 @@ class _Prep:
                     hits[n] = e
                 else:
                     todo.append(n)
-        fresh = self._scan_nodes(todo) if todo else {}
-        if fresh is None:
-            return  # irregular, or amounts past int64: settled by _scan_nodes
-        if cache is not None:
-            for n, e in fresh.items():
-                cache[n] = e
+        return hits, todo
+
+    def _settle(self, hits: dict[int, list], fresh: dict[int, list]) -> None:
+        """Fill ``top``, ``total``, ``orders``, ``first``, ``rows``, ``entries`` and ``gaining``
+        from the per-node results (kept ``hits``, else ``fresh``); spanning units gain alone as
+        ``_gaining_alone`` counts it."""
+        units, g, on_node, span_on = self.units, self.g, self.on_node, self.span_on
+        avail = g.avail
         top: dict[int, int] = {}
         total = 0
         gaining = set()
@@ -165,143 +193,6 @@ class _Prep:
             if d > 0:
                 gaining.add(ui)
         self.gaining = sorted(gaining)
-
-    def _scan_nodes(self, nodes: list[int]) -> dict[int, list] | None:
-        """Per node of ``nodes``: [free row, units' packs, spanning units' packs, cheapest-first
-        order (as positions in ``on_node[n]``, nodes with more than 10 units; else None), first
-        prefix of it that gains a pod (-1: none), ``top``, positions of its one-node units gaining
-        alone, the order's rows (int64), the first bundle's ``bundle`` (set by ``choose_victims``)].
-        Vectorised over all the nodes; None (``regular`` and ``total`` settled) when the rows are
-        irregular or too large for int64."""
-        units, g, on_node = self.units, self.g, self.on_node
-        avail, one, row1, span_on, packs = g.avail, self.one, self.row1, self.span_on, self.pack
-        width = len(g.vals)
-        cost = self.cost
-        flat: list[Any] = []
-        lens: list[int] = []
-        perms: list[list[int] | None] = []
-        seqs: list[list[int]] = []
-        for n in nodes:
-            uis = on_node[n]
-            if len(uis) > 10:
-                perm = sorted(range(len(uis)), key=[cost[ui] for ui in uis].__getitem__)
-                perms.append(perm)
-                seq = [uis[j] for j in perm]
-            else:
-                perms.append(None)
-                seq = uis
-            seqs.append(seq)
-            lens.append(len(uis))
-            if n in span_on:
-                flat.extend([row1[ui] if one[ui] is not None else units[ui].use[n] for ui in seq])
-            else:
-                flat.extend(map(row1.__getitem__, seq))
-        m = None
-        regular = set(map(len, flat)) <= {width}
-        if regular:
-            try:
-                m = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=len(flat) * width).reshape(len(flat), width)
-                a = np.array([avail[n] for n in nodes], dtype=np.int64).reshape(len(nodes), width)
-            except OverflowError:
-                m = None
-            regular = min(map(min, flat)) >= 0 if m is None else int(m.min()) >= 0
-        if not regular:
-            self.regular = False
-            self.total = g.of(units, range(len(units)))
-            return None
-        # Running sums over all the rows (≥ 0), plus a free row, stay exact in int64 below these bounds.
-        if m is None or (int(m.max()) + 1) * (len(flat) + 1) >= 2**62 or max(-int(a.min()), int(a.max())) >= 2**61:
-            self._scan_python()
-            return None
-        lens_a = np.array(lens, dtype=np.int64)
-        ends = np.cumsum(lens_a)
-        starts = ends - lens_a
-        cs = np.cumsum(m, axis=0)
-        before = np.zeros((len(nodes), width), dtype=np.int64)
-        before[1:] = cs[ends[:-1] - 1]
-        a_rep = np.repeat(a - before, lens_a, axis=0)
-        v = np.array(g.vals, dtype=np.int64)
-        base = np.array([g.base[n] for n in nodes], dtype=np.int64)
-        base_rep = np.repeat(base, lens_a)
-        k = (np.maximum(cs + a_rep, 0) // v).min(axis=1)          # each node's prefix sums
-        k1 = (np.maximum(m + np.repeat(a, lens_a, axis=0), 0) // v).min(axis=1)   # each row alone
-        if g.cap is not None:
-            k = np.minimum(k, g.cap)
-            k1 = np.minimum(k1, g.cap)
-        top = k[ends - 1].tolist()
-        gain = np.flatnonzero(k > base_rep)
-        seg = np.searchsorted(ends, gain, side="right")           # the node of each gaining prefix
-        firsts = {}
-        if len(gain):
-            first_of = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
-            firsts = dict(zip(seg[first_of].tolist(), (gain[first_of] - starts[seg[first_of]]).tolist()))
-        alone = (k1 > base_rep).tolist()
-        infos = self._first_bundles(nodes, perms, seqs, firsts, starts, cs, before)
-        out: dict[int, list] = {}
-        pos = 0
-        for si, n in enumerate(nodes):
-            uis, perm, size = on_node[n], perms[si], lens[si]
-            hit = alone[pos:pos + size]
-            if perm is None:
-                gains = [j for j in range(size) if hit[j] and one[uis[j]] is not None]
-            else:
-                gains = [j for j, h in zip(perm, hit) if h and one[uis[j]] is not None]
-            out[n] = [avail[n], tuple(map(packs.__getitem__, uis)), tuple(map(packs.__getitem__, span_on.get(n, ()))), perm,
-                      firsts.get(si, -1), top[si], gains, m[pos:pos + size] if perm is not None else None, infos.get(si)]
-            pos += size
-        return out
-
-    def _first_bundles(self, nodes: list[int], perms: list, seqs: list[list[int]], firsts: dict[int, int], starts: np.ndarray,
-                       cs: np.ndarray, before: np.ndarray) -> dict[int, tuple]:
-        """``bundle`` of the first bundle (cheapest-first prefix up to ``firsts``) of each node of
-        ``nodes`` (by position) that has an order, two units or more in it and no spanning unit:
-        its row from the running sums ``cs``, the rest summed by unit index — the numbers
-        ``bundle`` adds up one bundle at a time. {} when a field is not int64 throughout."""
-        f = self.fields
-        big = [(si, fi) for si, fi in firsts.items() if fi >= 1 and perms[si] is not None and nodes[si] not in self.span_on]
-        if not big:
-            return {}
-        cols = []
-        for j in (3, 7, 8, 9):  # pdb, priority, pods, GPUs
-            a = np.array(f[j])
-            if a.dtype != np.int64:
-                return {}
-            cols.append(a)
-        budgeted = np.fromiter(map(bool, f[2]), dtype=bool, count=len(f[2]))
-        if max(max(-int(a.min()), int(a.max())) for a in cols) * (len(f[2]) + 1) >= 2**62:
-            return {}
-        sis = [si for si, _ in big]
-        ends = [fi for _, fi in big]
-        idx = np.array([ui for (si, fi) in big for ui in seqs[si][: fi + 1]], dtype=np.intp)  # the bundles' units, one after another
-        lens = np.array(ends, dtype=np.int64) + 1
-        lo = np.cumsum(lens) - lens
-        pdb = np.add.reduceat(cols[0][idx], lo).tolist()
-        prio = np.maximum.reduceat(cols[1][idx], lo).tolist()
-        pods = np.add.reduceat(cols[2][idx], lo).tolist()
-        gpus = np.add.reduceat(cols[3][idx], lo).tolist()
-        bud = np.logical_or.reduceat(budgeted[idx], lo).tolist()
-        rows = (cs[starts[sis] + np.array(ends, dtype=np.int64)] - before[sis]).tolist()
-        names = f[1]
-        out = {}
-        for b, (si, fi) in enumerate(big):
-            out[si] = (nodes[si], tuple(rows[b]), pdb[b], prio[b], pods[b], gpus[b],
-                       frozenset().union(*map(names.__getitem__, seqs[si][: fi + 1])), bud[b])
-        return out
-
-    def _scan_python(self) -> None:
-        """``scan`` for amounts too large for int64: ``top`` and ``total`` in Python ints."""
-        units, g = self.units, self.g
-        top = {}
-        total = 0
-        for n, uis in self.on_node.items():
-            row = list(g.avail[n])
-            for ui in uis:
-                use = self.row1[ui] if self.one[ui] is not None else units[ui].use[n]
-                for j, x in enumerate(use):
-                    row[j] += x
-            top[n] = g.k(row)
-            total += top[n] - g.base[n]
-        self.top, self.total = top, total
 
     def saturated(self, n: int, k_now: int) -> bool:
         """True when node n (pods of the shape ``k_now`` now) can gain nothing more from its units."""

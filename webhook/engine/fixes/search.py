@@ -74,6 +74,10 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
     Returns:
         Unit indices (sorted), or None when evicting all of them gains fewer than ``need`` pods.
 
+    Steps: exact enumeration for few units; the node-local knapsack (``node_local_victims``)
+    when every unit sits on one node; else ``_Prep`` and its scan, then ``_Greedy.run``, then
+    ``_budget_passes`` when the answer touches PodDisruptionBudgets.
+
     Greedy: candidates are single units and, per node, the cheapest bundle of units that frees
     one pod there; each step takes the candidate of least marginal cost per pod gained
     (PDB violations and priority compared as totals/maxima of the set it makes — violations
@@ -102,31 +106,69 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
     prep.scan(memo)
     if prep.total < need:  # type: ignore[operator]
         return None
-    # Candidates: single units, and per node the cheapest bundle that gains a pod there.
-    on_node = prep.on_node
-    unit_cost = prep.cost.__getitem__
-    top, base = prep.top, g.base
+    search = _Greedy(units, g, prep, need, max_swaps)
+    found = search.run()
+    if found is not None and len(units) <= BUDGET_PASS_UNITS and any(units[ui].budgets for ui in found):
+        found = _budget_passes(units, search, found)
+    return None if found is None else sorted(found)
 
-    # Nodes with many units take the cheapest-first bundle: their units in that order and their
-    # rows as one int64 matrix are worked out once per node (None: amounts too large for int64).
-    prefix_rows: dict[int, tuple[list[int], np.ndarray | None]] = {}
 
-    def node_bundle(n: int, rest: list[int], removed: Sequence[int] | None) -> list[int] | None:
+def _budget_passes(units: Sequence[Unit], search: "_Greedy", found: set[int]) -> set[int]:
+    """The cheapest (``set_cost``) of ``found`` and up to three more greedy passes.
+
+    The greedy is myopic about budgets: taking a budget's pods early may spend the allowance a
+    later, necessary unit needed; avoiding a violation early (at the price of a higher priority)
+    is wasted when one comes later anyway. When its answer evicts pods a budget selects, passes
+    spending allowances last (before or after priority), and when it violates a budget one free
+    to reach the violations already found, may do better; the lowest ``set_cost`` wins."""
+    cost = set_cost(units, found)
+    for avoid in (1, 2, 0):
+        if not avoid and cost[0] == 0:
+            break
+        other = search.run(avoid=avoid, slack=0 if avoid else cost[0])
+        if other is not None:
+            oc = set_cost(units, other)
+            if oc < cost:
+                found, cost = other, oc
+    return found
+
+
+class _Greedy:
+    """The lazy greedy of one ``choose_victims`` call, over its ``_Prep`` (scanned).
+
+    Candidates: single units (those gaining alone at first: ``gaining``) and, per node, the
+    cheapest bundle of units that gains a pod there (``bundles0`` at first, ``node_bundle``
+    after each step). ``run`` is one pass, ending in the local search; ``_budget_passes`` runs
+    more with other ranking keys (``key_fn``). Rows: ints in the shape's column order.
+    """
+
+    def __init__(self, units: Sequence[Unit], g: _Gain, prep: _Prep, need: int, max_swaps: int) -> None:
+        self.units, self.g, self.prep, self.need, self.max_swaps = units, g, prep, need, max_swaps
+        self.unit_cost = prep.cost.__getitem__
+        # Nodes with many units take the cheapest-first bundle: their units in that order and their
+        # rows as one int64 matrix are worked out once per node (None: amounts too large for int64).
+        self.prefix_rows: dict[int, tuple[list[int], np.ndarray | None]] = {}
+        self.bundles0 = self.first_bundles()
+        self.gaining = prep.gaining if prep.gaining is not None else _gaining_alone(units, g)
+
+    def node_bundle(self, n: int, rest: list[int], removed: Sequence[int] | None) -> list[int] | None:
         """``_node_bundle(units, rest, n, g, removed)``; ``rest``: units of ``on_node[n]``, in order."""
+        units, g, prep, unit_cost = self.units, self.g, self.prep, self.unit_cost
         if len(rest) <= 10:
             return _node_bundle(units, rest, n, g, removed, unit_cost=unit_cost)
-        hit = prefix_rows.get(n)
+        hit = self.prefix_rows.get(n)
         if hit is None:
             order_all = prep.orders.get(n)
             if order_all is None:
-                order_all = sorted(on_node[n], key=unit_cost)
+                order_all = sorted(prep.on_node[n], key=unit_cost)
                 rows = _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g)
             else:
                 rows = prep.rows.get(n)
                 if rows is None or len(order_all) > 256:
                     rows = _int64_rows([units[ui].use.get(n, ()) for ui in order_all], g)
-            hit = prefix_rows[n] = (order_all, rows)
+            hit = self.prefix_rows[n] = (order_all, rows)
         order_all, rows = hit
+        avail = g.avail
         start = list(avail[n]) if removed is None else [x + y for x, y in zip(avail[n], removed)]
         if rows is None or len(start) != len(g.vals) or max(abs(x) for x in start) >= _SAFE_INT:
             return _node_bundle(units, rest, n, g, removed, unit_cost=unit_cost)
@@ -143,35 +185,38 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
         gain = np.flatnonzero(k > g.k(start))
         return order[: int(gain[0]) + 1] if len(gain) else None
 
-    bundles: dict[int, frozenset[int]] = {}
-    for n, uis in on_node.items():
-        if len(uis) > 1:
-            if top is not None and top[n] <= base[n]:
-                continue  # nothing on n gains a pod there
-            f = prep.first.get(n)
-            if f is not None:  # the scan found the first cheapest-first prefix that gains
-                b = prep.orders[n][: f + 1] if f >= 0 else None
-            else:
-                b = node_bundle(n, uis, None)
-            if b and len(b) > 1:
-                c = bundles[n] = frozenset(b)
-                e = prep.entries.get(n)
-                if e is not None:  # its summed data, kept with the node's results (index-free)
-                    if e[8] is None:
-                        e[8] = prep.bundle(c)
-                    else:
-                        prep.bundles[c] = e[8]
-    bundles0 = bundles
-    gaining = prep.gaining if prep.gaining is not None else _gaining_alone(units, g)
+    def first_bundles(self) -> dict[int, frozenset[int]]:
+        """Node → its cheapest bundle of two units or more gaining a pod there, nothing evicted
+        yet (the scan's first prefix when it found one); each bundle's summed data is kept with
+        the node's scan results (``_Prep.entries``, index-free) for later calls."""
+        prep, top, base = self.prep, self.prep.top, self.g.base
+        bundles: dict[int, frozenset[int]] = {}
+        for n, uis in prep.on_node.items():
+            if len(uis) > 1:
+                if top is not None and top[n] <= base[n]:
+                    continue  # nothing on n gains a pod there
+                f = prep.first.get(n)
+                if f is not None:  # the scan found the first cheapest-first prefix that gains
+                    b = prep.orders[n][: f + 1] if f >= 0 else None
+                else:
+                    b = self.node_bundle(n, uis, None)
+                if b and len(b) > 1:
+                    c = bundles[n] = frozenset(b)
+                    e = prep.entries.get(n)
+                    if e is not None:  # its summed data, kept with the node's results (index-free)
+                        if e[8] is None:
+                            e[8] = prep.bundle(c)
+                        else:
+                            prep.bundles[c] = e[8]
+        return bundles
 
-    def greedy(avoid: int = 0, slack: int = 0) -> set[int] | None:
-        """Lazy greedy then local search. ``avoid`` 1 or 2: rank candidates by the pods they
-        evict from budgets not yet violated (per pod gained) right after violations (1) or after
-        violations and priority (2), so allowances are kept for where they are needed.
-        ``slack``: violations up to this many (known to be reachable) rank as none, so priority
-        and the rest decide among them."""
-        st = _State(units, g, avail, prep)
-        bundles = dict(bundles0)
+    def key_fn(self, st: _State, avoid: int, slack: int):
+        """The ranking key of a candidate for state ``st`` — a unit index or a bundle (frozenset)
+        — or None when it gains nothing now: (violations, priority, then tenants, pods, GPUs and
+        GPU-hours added per pod gained, then more pods gained first). ``avoid`` 1 or 2: the pods
+        it evicts from budgets not yet violated (per pod gained) rank right after violations (1)
+        or after violations and priority (2). ``slack``: violations up to this many rank as none."""
+        prep, need = self.prep, self.need
         chosen = st.chosen
         bundle_of = prep.bundle if prep.regular else None
 
@@ -215,26 +260,26 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
                         (nc[5] - cur[5]) / eff, -d)
             return (nc[0], nc[1], (nc[2] - cur[2]) / eff, (nc[3] - cur[3]) / eff, (nc[4] - cur[4]) / eff, (nc[5] - cur[5]) / eff, -d)
 
+        return key_of
+
+    def run(self, avoid: int = 0, slack: int = 0) -> set[int] | None:
+        """One pass: lazy greedy then local search (``_local_search``); None when the
+        candidates run out short of ``need``. ``avoid``, ``slack``: see ``key_fn``."""
+        units, prep, need = self.units, self.prep, self.need
+        st = _State(units, self.g, self.g.avail, prep)
+        bundles = dict(self.bundles0)
+        key_of = self.key_fn(st, avoid, slack)
         # Lazy greedy: keys are re-evaluated when popped; a candidate whose fresh key still beats
         # the next stale key is taken.
         heap: list = []
         seq = itertools.count()
         # A single unit that gains nothing alone has no key: only those that do are keyed at first.
-        for c in itertools.chain(gaining, set(bundles.values())):
+        for c in itertools.chain(self.gaining, set(bundles.values())):
             k = key_of(c)
             if k is not None:
                 heapq.heappush(heap, (k, next(seq), c))
         while st.gained < need:
-            best = None
-            while heap:
-                _, _, c = heapq.heappop(heap)
-                k = key_of(c)
-                if k is None:
-                    continue
-                if not heap or k <= heap[0][0]:
-                    best = {c} if type(c) is int else c - st.chosen
-                    break
-                heapq.heappush(heap, (k, next(seq), c))
+            best, c = self._pop(heap, seq, key_of, st)
             if best is None:
                 # Stale keys may have dropped candidates whose gain became positive: rescan once.
                 for c in itertools.chain(range(len(units)), set(bundles.values())):
@@ -245,55 +290,57 @@ def choose_victims(units: Sequence[Unit], avail: Mapping[int, tuple[int, ...]], 
                     return None
                 continue
             info = None
-            if bundle_of is not None and type(c) is not int and len(best) == len(c):
-                info = bundle_of(c) or None
-            touched = st.add(best, info)
-            # A node that can gain nothing more keeps no candidate there but its spanning units
-            # (which may still gain elsewhere): the others would get no key.
-            for n in touched:
-                lst = prep.span_on.get(n, ()) if prep.saturated(n, st.cur_k[n]) else on_node.get(n, ())
-                for ui in lst:
-                    if ui not in chosen:
-                        k = key_of(ui)
-                        if k is not None:
-                            heapq.heappush(heap, (k, next(seq), ui))
-            # Bundles on the nodes that changed are recomputed against their new state.
-            for n in touched:
-                if prep.saturated(n, st.cur_k[n]):
-                    bundles.pop(n, None)
-                    continue
-                rest = [ui for ui in on_node.get(n, ()) if ui not in chosen]
-                b = node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
-                if b and len(b) > 1:
-                    bundles[n] = frozenset(b)
-                    k = key_of(bundles[n])
-                    if k is not None:
-                        heapq.heappush(heap, (k, next(seq), bundles[n]))
-                else:
-                    bundles.pop(n, None)
+            if prep.regular and type(c) is not int and len(best) == len(c):
+                info = prep.bundle(c) or None
+            self._rekey(st, st.add(best, info), bundles, heap, seq, key_of)
+
         def cand_list() -> list[frozenset[int]]:
             return [frozenset([ui]) for ui in range(len(units))] + sorted(set(bundles.values()), key=lambda c: (len(c), sorted(c)))
 
-        return _local_search(units, g, set(st.chosen), need, cand_list, max_swaps, unit_cost=unit_cost, prep=prep)
+        return _local_search(units, self.g, set(st.chosen), need, cand_list, self.max_swaps, unit_cost=self.unit_cost, prep=prep)
 
-    found = greedy()
-    if found is not None and len(units) <= BUDGET_PASS_UNITS and any(units[ui].budgets for ui in found):
-        # The greedy is myopic about budgets: taking a budget's pods early may spend the
-        # allowance a later, necessary unit needed; avoiding a violation early (at the price of
-        # a higher priority) is wasted when one comes later anyway. When its answer evicts pods
-        # a budget selects, passes spending allowances last (before or after priority), and
-        # when it violates a budget one free to reach the violations already found, may do
-        # better; the lowest ``set_cost`` wins.
-        cost = set_cost(units, found)
-        for avoid in (1, 2, 0):
-            if not avoid and cost[0] == 0:
-                break
-            other = greedy(avoid=avoid, slack=0 if avoid else cost[0])
-            if other is not None:
-                oc = set_cost(units, other)
-                if oc < cost:
-                    found, cost = other, oc
-    return None if found is None else sorted(found)
+    @staticmethod
+    def _pop(heap: list, seq, key_of, st: _State):
+        """(the units to add, the candidate they come from): the first popped candidate whose
+        fresh key still beats the next stale key; (None, None) when the heap runs dry."""
+        while heap:
+            _, _, c = heapq.heappop(heap)
+            k = key_of(c)
+            if k is None:
+                continue
+            if not heap or k <= heap[0][0]:
+                return ({c} if type(c) is int else c - st.chosen), c
+            heapq.heappush(heap, (k, next(seq), c))
+        return None, None
+
+    def _rekey(self, st: _State, touched: set[int], bundles: dict[int, frozenset[int]], heap: list, seq, key_of) -> None:
+        """After a step that freed resources on the ``touched`` nodes: key their units again, and
+        recompute their bundles against their new state (dropped where nothing more gains)."""
+        prep, chosen, on_node = self.prep, st.chosen, self.prep.on_node
+        # A node that can gain nothing more keeps no candidate there but its spanning units
+        # (which may still gain elsewhere): the others would get no key.
+        for n in touched:
+            lst = prep.span_on.get(n, ()) if prep.saturated(n, st.cur_k[n]) else on_node.get(n, ())
+            for ui in lst:
+                if ui not in chosen:
+                    k = key_of(ui)
+                    if k is not None:
+                        heapq.heappush(heap, (k, next(seq), ui))
+        # Bundles on the nodes that changed are recomputed against their new state.
+        for n in touched:
+            if prep.saturated(n, st.cur_k[n]):
+                bundles.pop(n, None)
+                continue
+            rest = [ui for ui in on_node.get(n, ()) if ui not in chosen]
+            b = self.node_bundle(n, rest, st.removed.get(n)) if len(rest) > 1 else None
+            if b and len(b) > 1:
+                bundles[n] = frozenset(b)
+                k = key_of(bundles[n])
+                if k is not None:
+                    heapq.heappush(heap, (k, next(seq), bundles[n]))
+            else:
+                bundles.pop(n, None)
+
 
 def _local_search(units, g: _Gain, chosen: set[int], need: int, cand_list, max_swaps: int,
                   max_cands: int = 2000, max_chosen: int = 64, unit_cost=None, prep: _Prep | None = None) -> set[int]:

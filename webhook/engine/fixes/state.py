@@ -17,14 +17,15 @@ from .ranking import _NEG_INF
 from .units import Unit
 
 
-class _State:
-    """Chosen units with running totals: removed resources per node, pods gained, cost parts.
+class _Rows:
+    """The rows half of the search state: chosen units, what they free per node, pods gained.
 
     ``cur[n]`` is node n's free row plus what the chosen units free there and ``cur_k[n]`` the
     pods of the shape that fit in it, kept for the nodes touched so far (untouched nodes: the
-    ``_Gain``'s ``avail`` and ``base``). ``prep``: the search's ``_Prep``; when its input is
-    regular, units with a row on one candidate node and bundles of them take the fast paths
-    (one row per node, the same numbers).
+    ``_Gain``'s ``avail`` and ``base``); ``removed[n]``: what the chosen units free on n;
+    ``gained``: pods of the shape gained over all candidate nodes. ``prep``: the search's
+    ``_Prep``; when its input is regular (``fast``), units with a row on one candidate node and
+    bundles of them take the fast paths (one row per node, the same numbers).
     """
 
     def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]], prep: _Prep | None = None) -> None:
@@ -35,33 +36,6 @@ class _State:
         self.cur: dict[int, list[int]] = {}
         self.cur_k: dict[int, int] = {}
         self.gained = 0
-        self.pdb = self.pods = self.gpus = 0
-        self.hours = 0.0
-        self.prio = _NEG_INF
-        self.tenants: set[str] = set()
-        # Pods evicted so far per budget index (``Unit.budgets``); ``pdb`` counts each budget
-        # once, when its count first exceeds its allowance.
-        self.evicted: dict[int, int] = {}
-
-    def _crossed(self, hits: Iterable[tuple[int, int, int]]) -> int:
-        """Budgets that ``hits`` (one unit's ``budgets``) push past their allowance."""
-        evicted = self.evicted
-        v = 0
-        for bi, n, a in hits:
-            before = evicted.get(bi, 0)
-            if before <= a < before + n:
-                v += 1
-        return v
-
-    def budget_pods(self, extra: Iterable[int]) -> int:
-        """Pods of the ``extra`` units selected by budgets the chosen units do not violate yet."""
-        evicted, units = self.evicted, self.units
-        total = 0
-        for ui in extra:
-            for bi, n, a in units[ui].budgets:
-                if evicted.get(bi, 0) <= a:
-                    total += n
-        return total
 
     def _k_now(self, n: int) -> int:
         k = self.cur_k.get(n)
@@ -123,6 +97,127 @@ class _State:
                 total += self._k_now(n) - self.g.k([x - y for x, y in zip(c, use)])
         return total
 
+    def _move(self, n: int, use: Sequence[int], sign: int) -> None:
+        r = self.removed.get(n)
+        self.removed[n] = [sign * x for x in use] if r is None else [x + sign * y for x, y in zip(r, use)]
+        c = self.cur.get(n)
+        if c is None:
+            c = self.avail[n]
+        c = self.cur[n] = [x + sign * y for x, y in zip(c, use)]
+        self.cur_k[n] = self.g.k(c)
+
+    def _add_rows(self, extra: list[int], info: tuple | None) -> set[int]:
+        """The rows half of ``add``: free what the ``extra`` units use on the candidate nodes,
+        update ``removed``, ``cur``, ``cur_k`` and ``gained``; returns the nodes touched."""
+        f = self.fast
+        if f is None:
+            self.gained += self.delta_add(extra)
+            touched: set[int] = set()
+            for ui in extra:
+                for n, use in self.units[ui].use.items():
+                    if n in self.avail:
+                        touched.add(n)
+                        self._move(n, use, 1)
+        else:
+            # Rows summed per node first (exact integers): one move per node.
+            if info is not None:
+                rows = {info[0]: info[1]}
+            else:
+                rows = {}
+                one, row1, avail = f.one, f.row1, self.avail
+                for ui in extra:
+                    n = one[ui]
+                    if n is not None:
+                        r = rows.get(n)
+                        rows[n] = row1[ui] if r is None else [x + y for x, y in zip(r, row1[ui])]
+                        continue
+                    for n, use in self.units[ui].use.items():
+                        if n in avail:
+                            r = rows.get(n)
+                            rows[n] = use if r is None else [x + y for x, y in zip(r, use)]
+            touched = set()
+            for n, row in rows.items():  # added one by one, in order: the set iterates as it did
+                touched.add(n)
+                k0 = self._k_now(n)
+                self._move(n, row, 1)
+                self.gained += self.cur_k[n] - k0
+        return touched
+
+    def drop(self, ui: int, loss: int) -> None:
+        """Put chosen unit ``ui`` back (``loss``: its ``loss_remove``); the cost parts (budget
+        counts included) are left as they are (``_local_search`` recomputes the cost of what
+        remains)."""
+        for n, use in self.units[ui].use.items():
+            if n in self.removed:
+                self._move(n, use, -1)
+        self.gained -= loss
+        self.chosen.discard(ui)
+
+    def drop_unneeded(self, order: Iterable[int], need: int) -> None:
+        """Put back each unit of ``order`` in turn whose loss leaves ≥ ``need`` pods gained
+        (``loss_remove`` then ``drop``). Units with a row on one candidate node take a short
+        path that leaves ``removed`` stale (only ``chosen``, ``gained``, ``cur`` and ``cur_k``
+        are kept): for the drop phase of the local search, which reads ``chosen`` alone."""
+        f = self.fast
+        if f is None:
+            for ui in order:
+                loss = self.loss_remove(ui)
+                if self.gained - loss >= need:
+                    self.drop(ui, loss)
+            return
+        one, row1, cur, cur_k, chosen, k = f.one, f.row1, self.cur, self.cur_k, self.chosen, self.g.k
+        for ui in order:
+            n = one[ui]
+            if n is None:
+                loss = self.loss_remove(ui)
+                if self.gained - loss >= need:
+                    self.drop(ui, loss)
+                continue
+            c = [x - y for x, y in zip(cur[n], row1[ui])]
+            k1 = k(c)
+            loss = cur_k[n] - k1
+            if self.gained - loss >= need:
+                cur[n] = c
+                cur_k[n] = k1
+                self.gained -= loss
+                chosen.discard(ui)
+
+
+class _Costs:
+    """The cost half of the search state: ``set_cost``'s parts of the chosen units, kept as they
+    are added (``pdb``, ``prio``, ``tenants``, ``pods``, ``gpus``, ``hours``, and ``evicted``:
+    pods evicted so far per budget index, ``Unit.budgets``; ``pdb`` counts each budget once,
+    when its count first exceeds its allowance). A mixin of ``_State``: reads the ``units``,
+    ``fast`` and ``chosen`` of ``_Rows``.
+    """
+
+    def _init_costs(self) -> None:
+        self.pdb = self.pods = self.gpus = 0
+        self.hours = 0.0
+        self.prio = _NEG_INF
+        self.tenants: set[str] = set()
+        self.evicted: dict[int, int] = {}
+
+    def _crossed(self, hits: Iterable[tuple[int, int, int]]) -> int:
+        """Budgets that ``hits`` (one unit's ``budgets``) push past their allowance."""
+        evicted = self.evicted
+        v = 0
+        for bi, n, a in hits:
+            before = evicted.get(bi, 0)
+            if before <= a < before + n:
+                v += 1
+        return v
+
+    def budget_pods(self, extra: Iterable[int]) -> int:
+        """Pods of the ``extra`` units selected by budgets the chosen units do not violate yet."""
+        evicted, units = self.evicted, self.units
+        total = 0
+        for ui in extra:
+            for bi, n, a in units[ui].budgets:
+                if evicted.get(bi, 0) <= a:
+                    total += n
+        return total
+
     def cost(self) -> tuple:
         return (self.pdb, self.prio, len(self.tenants), self.pods, self.gpus, round(self.hours, 6))
 
@@ -182,57 +277,11 @@ class _State:
         return (self.pdb + pdb, max(self.prio, prio), len(mine) + sum(1 for t in tenants if t not in mine),
                 self.pods + pods, self.gpus + gpus, round(hours, 6))
 
-    def _move(self, n: int, use: Sequence[int], sign: int) -> None:
-        r = self.removed.get(n)
-        self.removed[n] = [sign * x for x in use] if r is None else [x + sign * y for x, y in zip(r, use)]
-        c = self.cur.get(n)
-        if c is None:
-            c = self.avail[n]
-        c = self.cur[n] = [x + sign * y for x, y in zip(c, use)]
-        self.cur_k[n] = self.g.k(c)
-
-    def add(self, extra: Iterable[int], info: tuple | None = None, costs: bool = True) -> set[int]:
-        """Choose the ``extra`` units; returns the candidate nodes they free resources on.
-        ``info``: ``_Prep.bundle`` of them, when they are such a bundle. ``costs``: False to
-        leave the cost parts as they are (fast paths only: only the chosen units, the rows and
-        the pods gained are kept — what ``drop_unneeded`` reads)."""
-        extra = list(extra)
+    def _add_costs(self, extra: list[int], info: tuple | None) -> None:
+        """The cost half of ``add``: choose the ``extra`` units and add their cost parts (a
+        bundle's sums ``info`` at once when it has no budgets)."""
         f = self.fast
-        if f is None:
-            self.gained += self.delta_add(extra)
-            touched: set[int] = set()
-            for ui in extra:
-                for n, use in self.units[ui].use.items():
-                    if n in self.avail:
-                        touched.add(n)
-                        self._move(n, use, 1)
-        else:
-            # Rows summed per node first (exact integers): one move per node.
-            if info is not None:
-                rows = {info[0]: info[1]}
-            else:
-                rows = {}
-                one, row1, avail = f.one, f.row1, self.avail
-                for ui in extra:
-                    n = one[ui]
-                    if n is not None:
-                        r = rows.get(n)
-                        rows[n] = row1[ui] if r is None else [x + y for x, y in zip(r, row1[ui])]
-                        continue
-                    for n, use in self.units[ui].use.items():
-                        if n in avail:
-                            r = rows.get(n)
-                            rows[n] = use if r is None else [x + y for x, y in zip(r, use)]
-            touched = set()
-            for n, row in rows.items():  # added one by one, in order: the set iterates as it did
-                touched.add(n)
-                k0 = self._k_now(n)
-                self._move(n, row, 1)
-                self.gained += self.cur_k[n] - k0
         chosen, tenants, evicted = self.chosen, self.tenants, self.evicted
-        if not costs and f is not None:
-            chosen.update(extra)  # one by one, in order (a list)
-            return touched
         if info is not None and not info[7]:
             _, _, pdb, prio, pods, gpus, names, _ = info
             chosen.update(extra)  # one by one, in order (a list)
@@ -242,7 +291,7 @@ class _State:
             self.gpus += gpus
             self.hours = functools.reduce(operator.add, map(f.hours.__getitem__, extra), self.hours)
             tenants.update(names)
-            return touched
+            return
         if f is not None:
             pack = f.pack
             for ui in extra:
@@ -258,7 +307,7 @@ class _State:
                 self.gpus += gpus
                 self.hours += hours
                 tenants.update(names)
-            return touched
+            return
         for ui in extra:
             u = self.units[ui]
             chosen.add(ui)
@@ -272,43 +321,25 @@ class _State:
             self.gpus += u.gpus
             self.hours += u.hours
             tenants.update(u.tenants)
+
+
+class _State(_Rows, _Costs):
+    """Chosen units with running totals: removed resources per node, pods gained (``_Rows``),
+    cost parts (``_Costs``). ``prep``: the search's ``_Prep`` (fast paths when regular)."""
+
+    def __init__(self, units: Sequence[Unit], g: _Gain, avail: Mapping[int, tuple[int, ...]], prep: _Prep | None = None) -> None:
+        _Rows.__init__(self, units, g, avail, prep)
+        self._init_costs()
+
+    def add(self, extra: Iterable[int], info: tuple | None = None, costs: bool = True) -> set[int]:
+        """Choose the ``extra`` units; returns the candidate nodes they free resources on.
+        ``info``: ``_Prep.bundle`` of them, when they are such a bundle. ``costs``: False to
+        leave the cost parts as they are (fast paths only: only the chosen units, the rows and
+        the pods gained are kept — what ``drop_unneeded`` reads)."""
+        extra = list(extra)
+        touched = self._add_rows(extra, info)
+        if not costs and self.fast is not None:
+            self.chosen.update(extra)  # one by one, in order (a list)
+            return touched
+        self._add_costs(extra, info)
         return touched
-
-    def drop(self, ui: int, loss: int) -> None:
-        """Put chosen unit ``ui`` back (``loss``: its ``loss_remove``); the cost parts (budget
-        counts included) are left as they are (``_local_search`` recomputes the cost of what
-        remains)."""
-        for n, use in self.units[ui].use.items():
-            if n in self.removed:
-                self._move(n, use, -1)
-        self.gained -= loss
-        self.chosen.discard(ui)
-
-    def drop_unneeded(self, order: Iterable[int], need: int) -> None:
-        """Put back each unit of ``order`` in turn whose loss leaves ≥ ``need`` pods gained
-        (``loss_remove`` then ``drop``). Units with a row on one candidate node take a short
-        path that leaves ``removed`` stale (only ``chosen``, ``gained``, ``cur`` and ``cur_k``
-        are kept): for the drop phase of the local search, which reads ``chosen`` alone."""
-        f = self.fast
-        if f is None:
-            for ui in order:
-                loss = self.loss_remove(ui)
-                if self.gained - loss >= need:
-                    self.drop(ui, loss)
-            return
-        one, row1, cur, cur_k, chosen, k = f.one, f.row1, self.cur, self.cur_k, self.chosen, self.g.k
-        for ui in order:
-            n = one[ui]
-            if n is None:
-                loss = self.loss_remove(ui)
-                if self.gained - loss >= need:
-                    self.drop(ui, loss)
-                continue
-            c = [x - y for x, y in zip(cur[n], row1[ui])]
-            k1 = k(c)
-            loss = cur_k[n] - k1
-            if self.gained - loss >= need:
-                cur[n] = c
-                cur_k[n] = k1
-                self.gained -= loss
-                chosen.discard(ui)
