@@ -81,62 +81,97 @@ def compute_fixes(
     fixes.extend(_quota_fixes(snap, gang, decision))
     if not view.pod_sets or decision.verdict == "Fits":
         return rank_fixes(fixes)
-    main = view.main
-    ps, sh = view.pod_sets[main], view.shapes[main]
-    deficit = view.deficit
-    repaired_names: list[str] = []
-    repaired_mask = np.zeros(len(snap.nodes), dtype=bool)
-    if deficit > 0:
+    if view.deficit > 0:
         rep, repaired_names, repaired_mask = _repair_fix(snap, gang, view, options)
         if rep is not None:
             fixes.append(rep)
-        # change selector: the same shape without the gang's node selector / required affinity
-        if ps.node_selector or ps.required_affinity:
-            free_ps = PodSet(ps.name, ps.count, ps.requests, tolerations=ps.tolerations, max_per_node=ps.max_per_node)
-            m = filter_nodes(snap, Constraints(free_ps), ever=False).mask
-            k = int(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0).sum())
-            if k > view.placeable:
-                sel = ", ".join(f"{a}={b}" for a, b in ps.node_selector.items()) or "its required node affinity"
-                fixes.append(Fix("change-selector",
-                    f"drop or widen the node selector ({sel}): {k} pod(s) of the shape fit now without it (vs {view.placeable})",
-                    sufficient=k >= view.need, frees_nodes=int(np.count_nonzero(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0))) - int(np.count_nonzero(view.k_now[main]))))
-        # shrink
-        if 0 < view.placeable < view.need:
-            total_now = view.placeable + len([p for p in view.own_bound if dict(p.requests) == dict(ps.requests)])
-            shape_txt = ", ".join(f"{v} {r}" for r, v in sorted(ps.requests.items()) if is_gpu_name(r, options)) or "its shape"
-            fixes.append(Fix("shrink",
-                f"shrink the gang to {total_now} pod(s) of {shape_txt} (the most that fit now; "
-                f"{view.need + len(view.own_bound)} requested) — only if the job can run smaller",
-                sufficient=True, frees_nodes=0,
-                commands=[f"kubectl -n {_q(gang.namespace)} edit {_resource_of(gang)} {_q(gang.name)}"
-                          f"   # replicas / parallelism / minAvailable → {total_now}"]))
-        # wait: running work on eligible nodes ends — never the gang's own bound pods (they wait
-        # for their siblings), DaemonSet or system pods (they never end)
-        full = np.where(view.now_masks[main], pods_per_node(_lasting_free(snap, view), sh, ps.max_per_node), 0)
-        if int(full.sum()) >= view.need and int(full.sum()) > view.placeable:
-            start = None if (expected_wait_s is None or now is None) else now + expected_wait_s
-            fixes.append(Fix("wait",
-                "wait for running work on eligible nodes to finish" + ("" if start is None else f" (expected in {expected_wait_s / 3600:.1f} h)"),
-                expected_start=start, sufficient=True))
-        # add nodes
-        per_node = max(1, int(pods_per_node(snap.ever_alloc[view.ever_masks[main]], sh, ps.max_per_node).max(initial=0)) or 1)
-        add = math.ceil(deficit / per_node)
-        like = next((snap.nodes[int(i)].name for i in np.flatnonzero(view.ever_masks[main] & (pods_per_node(snap.ever_alloc, sh, ps.max_per_node) > 0))[:1]), None)
-        fixes.append(Fix("add-nodes", f"add {add} node(s)" + (f" like {like}" if like else "") + f" ({per_node} pod(s) each)",
-                         frees_nodes=add, sufficient=True))
-        # displacement: the victim units of a node and each unit are worked out once for all three
-        memo: dict = {}
-        cons = _displacing_fix(snap, gang, view, now, options, action_hint="any", memo=memo)
-        if cons is not None:
-            fixes.append(cons)
-        if view.priority:
-            low = _displacing_fix(snap, gang, view, now, options, action_hint="lower-priority", max_priority=view.priority, memo=memo)
-            if low is not None and (cons is None or {(v.namespace, v.name) for v in low.victims} != {(v.namespace, v.name) for v in cons.victims}):
-                low.action = "preempt" if low.action == "move" else low.action
-                fixes.append(low)
-        if rep is not None and not rep.sufficient:
-            combo = _displacing_fix(snap, gang, view, now, options, action_hint="any",
-                                    repaired=repaired_names, extra_mask=repaired_mask, memo=memo)
-            if combo is not None:
-                fixes.append(combo)
+        for fix in (_selector_fix(snap, view), _shrink_fix(gang, view, options), _wait_fix(snap, view, now, expected_wait_s),
+                    _add_nodes_fix(snap, view)):
+            if fix is not None:
+                fixes.append(fix)
+        fixes.extend(_displacing_fixes(snap, gang, view, now, options, rep, repaired_names, repaired_mask))
     return rank_fixes(fixes)
+
+
+def _selector_fix(snap: ClusterSnapshot, view: GangView) -> Fix | None:
+    """change-selector: the main shape without the gang's node selector / required affinity, when
+    more of its pods fit now without them."""
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    if not (ps.node_selector or ps.required_affinity):
+        return None
+    free_ps = PodSet(ps.name, ps.count, ps.requests, tolerations=ps.tolerations, max_per_node=ps.max_per_node)
+    m = filter_nodes(snap, Constraints(free_ps), ever=False).mask
+    k = int(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0).sum())
+    if k <= view.placeable:
+        return None
+    sel = ", ".join(f"{a}={b}" for a, b in ps.node_selector.items()) or "its required node affinity"
+    return Fix("change-selector",
+               f"drop or widen the node selector ({sel}): {k} pod(s) of the shape fit now without it (vs {view.placeable})",
+               sufficient=k >= view.need, frees_nodes=int(np.count_nonzero(np.where(m, pods_per_node(snap.free, sh, ps.max_per_node), 0)))
+               - int(np.count_nonzero(view.k_now[main])))
+
+
+def _shrink_fix(gang: GangRequest, view: GangView, options: Any) -> Fix | None:
+    """shrink: the gang cut to the pods of the main shape that fit now (only when some do)."""
+    ps = view.pod_sets[view.main]
+    if not 0 < view.placeable < view.need:
+        return None
+    total_now = view.placeable + len([p for p in view.own_bound if dict(p.requests) == dict(ps.requests)])
+    shape_txt = ", ".join(f"{v} {r}" for r, v in sorted(ps.requests.items()) if is_gpu_name(r, options)) or "its shape"
+    return Fix("shrink",
+               f"shrink the gang to {total_now} pod(s) of {shape_txt} (the most that fit now; "
+               f"{view.need + len(view.own_bound)} requested) — only if the job can run smaller",
+               sufficient=True, frees_nodes=0,
+               commands=[f"kubectl -n {_q(gang.namespace)} edit {_resource_of(gang)} {_q(gang.name)}"
+                         f"   # replicas / parallelism / minAvailable → {total_now}"])
+
+
+def _wait_fix(snap: ClusterSnapshot, view: GangView, now: float | None, expected_wait_s: float | None) -> Fix | None:
+    """wait: running work on eligible nodes ends — never the gang's own bound pods (they wait for
+    their siblings), DaemonSet or system pods (they never end); offered when the gang fits then.
+    ``expected_start`` = now + ``expected_wait_s`` (epoch seconds) when both are known."""
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    full = np.where(view.now_masks[main], pods_per_node(_lasting_free(snap, view), sh, ps.max_per_node), 0)
+    if not (int(full.sum()) >= view.need and int(full.sum()) > view.placeable):
+        return None
+    start = None if (expected_wait_s is None or now is None) else now + expected_wait_s
+    return Fix("wait",
+               "wait for running work on eligible nodes to finish" + ("" if start is None else f" (expected in {expected_wait_s / 3600:.1f} h)"),
+               expected_start=start, sufficient=True)
+
+
+def _add_nodes_fix(snap: ClusterSnapshot, view: GangView) -> Fix:
+    """add-nodes: the deficit over the pods of the main shape the best eligible node takes
+    (nodes named after the first eligible one that takes any)."""
+    main = view.main
+    ps, sh = view.pod_sets[main], view.shapes[main]
+    per_node = max(1, int(pods_per_node(snap.ever_alloc[view.ever_masks[main]], sh, ps.max_per_node).max(initial=0)) or 1)
+    add = math.ceil(view.deficit / per_node)
+    like = next((snap.nodes[int(i)].name for i in np.flatnonzero(view.ever_masks[main] & (pods_per_node(snap.ever_alloc, sh, ps.max_per_node) > 0))[:1]), None)
+    return Fix("add-nodes", f"add {add} node(s)" + (f" like {like}" if like else "") + f" ({per_node} pod(s) each)",
+               frees_nodes=add, sufficient=True)
+
+
+def _displacing_fixes(snap: ClusterSnapshot, gang: GangRequest, view: GangView, now: float | None, options: Any,
+                      rep: Fix | None, repaired_names: list[str], repaired_mask: np.ndarray) -> list[Fix]:
+    """The displacing fixes, in order: consolidate (any victim), preempt lower-priority work (when
+    its victims differ), and repair-then-evict when the repair alone is not enough. The victim
+    units of a node and each unit are worked out once for all three (one memo)."""
+    out: list[Fix] = []
+    memo: dict = {}
+    cons = _displacing_fix(snap, gang, view, now, options, action_hint="any", memo=memo)
+    if cons is not None:
+        out.append(cons)
+    if view.priority:
+        low = _displacing_fix(snap, gang, view, now, options, action_hint="lower-priority", max_priority=view.priority, memo=memo)
+        if low is not None and (cons is None or {(v.namespace, v.name) for v in low.victims} != {(v.namespace, v.name) for v in cons.victims}):
+            low.action = "preempt" if low.action == "move" else low.action
+            out.append(low)
+    if rep is not None and not rep.sufficient:
+        combo = _displacing_fix(snap, gang, view, now, options, action_hint="any",
+                                repaired=repaired_names, extra_mask=repaired_mask, memo=memo)
+        if combo is not None:
+            out.append(combo)
+    return out
