@@ -24,6 +24,16 @@ from webhook.engine.fixes.state import _State
 from webhook.engine.fixes.units import _unit_pack
 
 
+def _prepared(seed: int, scan: bool = True):
+    """(units, avail, need, g, prep) of instance ``seed``, its ``_Prep`` scanned when ``scan``."""
+    units, avail, vals, need, mpn = _instance(seed)
+    g = _Gain(avail, vals, mpn)
+    prep = _Prep(units, g)
+    if scan:
+        prep.scan()
+    return units, avail, need, g, prep
+
+
 def _direct_index(units, avail):
     on_node: dict[int, list[int]] = {}
     one, span = [None] * len(units), {}
@@ -56,9 +66,7 @@ def test_index_units_is_the_direct_index():
 def test_scan_nodes_top_first_and_alone_per_node():
     seen = 0
     for seed in range(60):
-        units, avail, vals, need, mpn = _instance(50_000 + seed)
-        g = _Gain(avail, vals, mpn)
-        prep = _Prep(units, g)
+        units, avail, need, g, prep = _prepared(50_000 + seed, scan=False)
         if not prep.regular or not prep.on_node:
             continue
         nodes = sorted(prep.on_node)
@@ -125,10 +133,7 @@ def test_state_halves_track_gain_and_cost_of_the_chosen_set():
     checked = 0
     for seed in range(40):
         rng = random.Random(seed)
-        units, avail, vals, need, mpn = _instance(70_000 + seed)
-        g = _Gain(avail, vals, mpn)
-        prep = _Prep(units, g)
-        prep.scan()
+        units, avail, need, g, prep = _prepared(70_000 + seed)
         for fast in (prep, None):
             st = _State(units, g, avail, fast)
             chosen: list[int] = []
@@ -151,10 +156,7 @@ def test_state_halves_track_gain_and_cost_of_the_chosen_set():
 def test_greedy_first_bundles_and_pop():
     seen = 0
     for seed in range(40):
-        units, avail, vals, need, mpn = _instance(80_000 + seed)
-        g = _Gain(avail, vals, mpn)
-        prep = _Prep(units, g)
-        prep.scan()
+        units, avail, need, g, prep = _prepared(80_000 + seed)
         if prep.total < need:
             continue
         search = _Greedy(units, g, prep, need, 200)
@@ -181,12 +183,9 @@ def test_greedy_first_bundles_and_pop():
 def test_budget_passes_never_cost_more_than_the_first_pass():
     compared = 0
     for seed in range(60):
-        units, avail, vals, need, mpn = _instance(90_000 + seed)
+        units, avail, need, g, prep = _prepared(90_000 + seed)
         if not any(u.budgets for u in units):
             continue
-        g = _Gain(avail, vals, mpn)
-        prep = _Prep(units, g)
-        prep.scan()
         if prep.total < need:
             continue
         search = _Greedy(units, g, prep, need, 200)

@@ -48,13 +48,9 @@ def _index_units(units: Sequence[Unit], fields: Sequence[Sequence], avail: Mappi
         if use:
             all_local = False
         inside = []
-        for n, row in use.items():
+        for n, row in use.items():  # several nodes, or none: rare
             if n in avail:
-                lst = get(n)
-                if lst is None:
-                    on_node[n] = [ui]
-                else:
-                    lst.append(ui)
+                on_node.setdefault(n, []).append(ui)
                 inside.append((n, row))
         if len(inside) == 1:
             one[ui], row1[ui] = inside[0]
