@@ -25,7 +25,7 @@ def scan_nodes(prep, nodes: list[int]) -> dict[int, list] | str:
     """Per node of ``nodes``: [free row, units' packs, spanning units' packs, cheapest-first
     order (as positions in ``on_node[n]``, nodes with more than 10 units; else None), first
     prefix of it that gains a pod (-1: none), ``top``, positions of its one-node units gaining
-    alone, the order's rows (int64), the first bundle's ``bundle`` (set by ``choose_victims``)].
+    alone, the order's rows (int64), the first bundle's ``bundle`` (set by ``_Greedy.first_bundles``)].
     Vectorised over all the nodes. ``prep``: the ``_Prep`` (read only). ``IRREGULAR`` when a row
     has another width or a negative amount, ``TOO_LARGE`` when running sums could leave int64."""
     units, g, on_node = prep.units, prep.g, prep.on_node
