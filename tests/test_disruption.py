@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import webhook.engine.fixes as fixes_mod
+from webhook.engine.fixes import local as fixes_local
 from builders import GPU, gang, node, pod, pod_set, snapshot
 from webhook.adapters.cluster import build_snapshot
 from webhook.adapters.disruption import disruption_budget_from_k8s, label_selector
@@ -206,9 +207,9 @@ def test_every_search_path_counts_the_budget_over_the_union(path, monkeypatch):
     assert set_cost(units, infer)[0] == pdb_violations(snap, [p for i in infer for p in units[i].pods])
     avail = {i: tuple(int(x) for x in snap.free[i, sh.cols]) for i in cand}
     if path == "greedy":
-        monkeypatch.setattr(fixes_mod, "NODE_LOCAL_SUBSETS", 0)   # no node-local shortcut
+        monkeypatch.setattr(fixes_local, "NODE_LOCAL_SUBSETS", 0)   # no node-local shortcut
     elif path == "greedy-past-budget-work":
-        monkeypatch.setattr(fixes_mod, "NODE_LOCAL_BUDGET_WORK", 0)   # the knapsack declines
+        monkeypatch.setattr(fixes_local, "NODE_LOCAL_BUDGET_WORK", 0)   # the knapsack declines
         assert fixes_mod.node_local_victims(units, _Gain(avail, sh.vals.tolist(), None), 2) is None
     limit = fixes_mod.EXACT_UNITS if path == "exact" else 0
     chosen = choose_victims(units, avail, sh.vals.tolist(), 2, exact_limit=limit)

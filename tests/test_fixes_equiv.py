@@ -14,6 +14,7 @@ import random
 import numpy as np
 
 import webhook.engine.fixes as fixes_mod
+from webhook.engine.fixes import prep as fixes_prep, units as fixes_units
 from builders import GPU, gang, node, pod, pod_set, snapshot
 from webhook.engine.fit import shape_of
 from webhook.engine.fixes import Unit, choose_victims, compute_fixes, own_pod, victim_units
@@ -62,7 +63,7 @@ def _instance(seed: int, huge: bool = False):
 
 def _plain(monkeypatch, *args, **kw):
     with monkeypatch.context() as m:
-        m.setattr(fixes_mod, "_FAST_PATHS", False)
+        m.setattr(fixes_prep, "_FAST_PATHS", False)
         return choose_victims(*args, **kw)
 
 
@@ -134,7 +135,7 @@ def test_one_pod_units_match_the_general_path(monkeypatch):
             with monkeypatch.context() as m:
                 # As if two pods shared a name: every unit of one pod goes the general way.
                 real = fixes_mod._pod_indexes
-                m.setattr(fixes_mod, "_pod_indexes", lambda s: (real(s)[0], False))
+                m.setattr(fixes_units, "_pod_indexes", lambda s: (real(s)[0], False))
                 slow = victim_units(snap, g, sh, range(6), 3600.0, max_priority=mp)
             assert fast == slow and len(fast) > 5
             assert [u.__dict__["_search_pack"] for u in fast] == [
@@ -215,7 +216,7 @@ def test_compute_fixes_is_the_same_on_the_plain_paths(monkeypatch):
     assert d.verdict == "Waits"
     fast = [f.to_dict() for f in compute_fixes(snap, g, d, 7200.0)]
     with monkeypatch.context() as m:
-        m.setattr(fixes_mod, "_FAST_PATHS", False)
+        m.setattr(fixes_prep, "_FAST_PATHS", False)
         plain = [f.to_dict() for f in compute_fixes(snap, g, d, 7200.0)]
     assert fast == plain and any(f["displaced_pods"] for f in fast)
 

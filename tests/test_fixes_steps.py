@@ -11,8 +11,6 @@ import heapq
 import itertools
 import random
 
-import webhook.engine.fixes as fixes_pkg
-import webhook.engine.fixes.prep as prep_mod
 from test_fixes_equiv import _instance
 from webhook.engine.fixes import Unit
 from webhook.engine.fixes.bundles import _node_bundle
@@ -196,13 +194,3 @@ def test_budget_passes_never_cost_more_than_the_first_pass():
         assert g.of(units, best) >= need and set_cost(units, best) <= set_cost(units, found)
         compared += 1
     assert compared > 5
-
-
-def test_setting_a_name_on_the_package_reaches_its_module(monkeypatch):
-    assert prep_mod._FAST_PATHS is True
-    with monkeypatch.context() as m:
-        m.setattr(fixes_pkg, "_FAST_PATHS", False)
-        assert prep_mod._FAST_PATHS is False
-        units, avail, vals, *_ = _instance(3)
-        assert _Prep(units, _Gain(avail, vals, None)).regular is False
-    assert prep_mod._FAST_PATHS is True and fixes_pkg._FAST_PATHS is True

@@ -37,15 +37,11 @@ This package's public face; one concern per module:
 - ``consolidation`` (move / preempt fixes), ``repair``, ``quota_fixes``, ``commands`` (kubectl).
 - ``compute``: ``compute_fixes``, which tries them all and ranks them.
 
-Setting a name on this package (``monkeypatch.setattr(webhook.engine.fixes, "_FAST_PATHS",
-False)``, as tests do) rebinds it in every module of the package that binds it, as when the
-package was one module: the switch then reaches the code that reads it.
+A switch lives in the module that reads it: patch ``webhook.engine.fixes.prep._FAST_PATHS`` or
+``webhook.engine.fixes.local.NODE_LOCAL_SUBSETS``, not the name re-exported here.
 """
 
 from __future__ import annotations
-
-import sys
-import types
 
 # Private names stay on the face too: tests read and patch them through it.
 from .budgets import _budget_hits, _budget_index, budget_members, disruptions_allowed, pdb_violations
@@ -94,28 +90,3 @@ __all__ = [
     "disruptions_allowed",
     "pdb_violations",
 ]
-
-class _Face(types.ModuleType):
-    """The package module: setting (or deleting) a name also sets (deletes) it in each of its
-    modules that binds that name, so a switch or a stand-in set here reaches the code that
-    reads it (see the module doc). Submodules set as attributes by the import system are left
-    alone."""
-
-    def _owners(self, name: str) -> list[types.ModuleType]:
-        prefix = self.__name__ + "."
-        return [m for k, m in list(sys.modules.items())
-                if k.startswith(prefix) and m is not None and name in vars(m)]
-
-    def __setattr__(self, name: str, value) -> None:
-        if not isinstance(value, types.ModuleType):
-            for m in self._owners(name):
-                setattr(m, name, value)
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        for m in self._owners(name):
-            delattr(m, name)
-        super().__delattr__(name)
-
-
-sys.modules[__name__].__class__ = _Face
