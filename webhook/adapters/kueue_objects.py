@@ -13,7 +13,7 @@ Upstream: kubernetes-sigs/kueue apis/kueue/v1beta1/clusterqueue_types.go (field 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..engine.model import ClusterQueue, Cohort, FlavorQuotas, LocalQueue, ResourceFlavor, ResourceGroup, ResourceQuota, frozen_map
@@ -47,6 +47,23 @@ def resource_flavor_from_k8s(obj: Mapping) -> ResourceFlavor:
         raise exc.within(obj=object_ref(obj))
 
 
+def _named_entries(value: Any, field: str, what: str) -> Iterator[tuple[str, Mapping, str]]:
+    """(field path, entry, name) of each entry of a list of named mappings (``flavors[]``,
+    ``resources[]``), read lazily in order.
+
+    Raises:
+        AdapterError: not a list, an entry that is not a mapping, or one without a non-empty
+            string name ("expected a <what> name").
+    """
+    for i, entry in enumerate(list_of(value, field)):
+        entry_field = f"{field}[{i}]"
+        entry = mapping(entry, entry_field)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise AdapterError(f"expected a {what} name", field=f"{entry_field}.name")
+        yield entry_field, entry, name
+
+
 def _resource_groups(value: Any, field: str) -> tuple[ResourceGroup, ...]:
     """spec.resourceGroups[] (ClusterQueue or Cohort) → ``ResourceGroup``s: coveredResources and,
     per flavor, each resource's nominalQuota (absent → 0), borrowingLimit and lendingLimit
@@ -62,19 +79,9 @@ def _resource_groups(value: Any, field: str) -> tuple[ResourceGroup, ...]:
         rg = mapping(rg, gf)
         covered = tuple(str(r) for r in list_of(rg.get("coveredResources"), f"{gf}.coveredResources"))
         flavors = []
-        for f, fq in enumerate(list_of(rg.get("flavors"), f"{gf}.flavors")):
-            ff = f"{gf}.flavors[{f}]"
-            fq = mapping(fq, ff)
-            fname = fq.get("name")
-            if not isinstance(fname, str) or not fname:
-                raise AdapterError("expected a flavor name", field=f"{ff}.name")
+        for ff, fq, fname in _named_entries(rg.get("flavors"), f"{gf}.flavors", "flavor"):
             quotas: dict[str, ResourceQuota] = {}
-            for r, rq in enumerate(list_of(fq.get("resources"), f"{ff}.resources")):
-                rf = f"{ff}.resources[{r}]"
-                rq = mapping(rq, rf)
-                rname = rq.get("name")
-                if not isinstance(rname, str) or not rname:
-                    raise AdapterError("expected a resource name", field=f"{rf}.name")
+            for rf, rq, rname in _named_entries(fq.get("resources"), f"{ff}.resources", "resource"):
                 nominal = rq.get("nominalQuota")
                 bl, ll = rq.get("borrowingLimit"), rq.get("lendingLimit")
                 quotas[rname] = ResourceQuota(
