@@ -447,7 +447,7 @@ def test_struct_pod_reader_equals_pod_from_k8s_field_by_field():
 
 
 def test_struct_pod_reader_takes_plain_pods_without_the_fallback(monkeypatch):
-    import webhook.adapters.cluster as cluster_module
+    import webhook.adapters.pod_reader as cluster_module
 
     def no_fallback(*_a, **_k):
         raise AssertionError("pod_from_k8s called")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.model import DisruptionBudget, LabelSelector
-from .cluster import _name, _namespace, object_ref
+from .meta import object_name, object_namespace, object_ref
 from .errors import AdapterError
 from .podspec import as_int, list_of, mapping
 
@@ -85,8 +85,8 @@ def disruption_budget_from_k8s(obj: Mapping) -> DisruptionBudget:
             raise AdapterError("minAvailable and maxUnavailable are both set; the API server accepts only one",
                                field="spec.maxUnavailable")
         return DisruptionBudget(
-            namespace=_namespace(obj),
-            name=_name(obj),
+            namespace=object_namespace(obj),
+            name=object_name(obj),
             selector=label_selector(spec.get("selector"), "spec.selector"),
             min_available=_int_or_percent(spec.get("minAvailable"), "spec.minAvailable"),
             max_unavailable=_int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable"),

@@ -171,7 +171,7 @@ class PodStruct(msgspec.Struct, gc=False):
     as ``metadata.name``, a string as ``spec.priority``, a container that is not an object…);
     the caller then reads the object generically and ``pod_from_k8s`` reports it in its own
     words. ``raw`` is not a field of the JSON (its key is one no Pod has): the reader sets it to
-    the whole object's bytes for that fallback. ``webhook.adapters.cluster._PodReader.projected``
+    the whole object's bytes for that fallback. ``webhook.adapters.pod_reader._PodReader.projected``
     converts it. ``kind`` and ``apiVersion`` are ``msgspec.UNSET`` when the object has no such
     key (an item of a typed list such as ``PodList``).
     """

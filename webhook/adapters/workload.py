@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from ..engine.model import KueueWorkload, frozen_map
-from .cluster import _name, _namespace, _signed_int, object_ref, parse_time
+from .meta import object_name, object_namespace, object_ref, parse_time, signed_int
 from .errors import AdapterError
 from .podspec import as_int, effective_requests, get_path, list_of, mapping
 
@@ -61,8 +61,8 @@ def workload_from_k8s(obj: Mapping) -> KueueWorkload:
             status.admission.clusterQueue that is not a name; names the Workload and the field.
     """
     try:
-        name = _name(obj)
-        ns = _namespace(obj)
+        name = object_name(obj)
+        ns = object_namespace(obj)
         meta = mapping(obj.get("metadata"), "metadata")
         spec = mapping(obj.get("spec"), "spec")
         status = mapping(obj.get("status"), "status")
@@ -77,7 +77,7 @@ def workload_from_k8s(obj: Mapping) -> KueueWorkload:
             tspec = template.get("spec")
             per_pod = {} if tspec is None else effective_requests(mapping(tspec, f"{field}.template.spec"), f"{field}.template.spec")
             sets.append((str(ps.get("name") or ""), count, per_pod))
-        priority = _signed_int(spec["priority"], "spec.priority") if spec.get("priority") is not None else 0
+        priority = signed_int(spec["priority"], "spec.priority") if spec.get("priority") is not None else 0
         state, message = _state_and_message(spec, status)
         admission = mapping(status.get("admission"), "status.admission")
         cq = admission.get("clusterQueue")
