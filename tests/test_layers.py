@@ -72,14 +72,7 @@ def test_the_checker_sees_relative_imports():
 # ---------------------------------------------------------------- no import cycles (#14)
 
 #: Import edges the cycle check leaves out, each naming its pair and who removes it.
-CYCLE_EXEMPT = {
-    # webhook.diagnose ↔ webhook.cli: diagnose's deferred `from .cli import _gangs` against cli's
-    # deferred imports of diagnose. #14: owned by the diagnose helper.
-    ("webhook.diagnose", "webhook.cli"),
-    # The same edge once diagnose is a package (branch h-diagnose moves it to diagnose/command.py).
-    # #14: owned by the diagnose helper.
-    ("webhook.diagnose.command", "webhook.cli"),
-}
+CYCLE_EXEMPT: set[tuple[str, str]] = set()  # none: cli and diagnose share webhook/cli_inputs.py instead
 
 
 def module_name(path: Path) -> str:

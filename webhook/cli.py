@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from . import __version__
 from . import admission as adm
-from .adapters import adapt, is_supported
 from .adapters.errors import AdapterError
 from .cli_args import kind_label, port as _port, reference_time, time_arg
+from .cli_inputs import load_cluster_spec, manifest_gangs
 from .dump import DumpError, load_cluster, load_documents
 from .engine.decision import Decision
 from .engine.evaluate import evaluate
@@ -111,40 +111,6 @@ def _add_server_commands(sub) -> None:
 
 
 # ---------------------------------------------------------------- check
-
-
-def _review_of(obj: dict) -> adm.ReviewRequest:
-    """The request the API server would send for ``kubectl create`` of ``obj`` (namespace
-    defaulted as kubectl does), so ``check`` asks the webhook's own questions of it."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else "default"
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
-    return adm.ReviewRequest(uid="gangcheck-check", operation="CREATE", namespace=ns, name=name,
-                             kind={"group": group, "version": version, "kind": obj.get("kind")}, obj=obj, dry_run=False)
-
-
-def _gangs(source: str, objects: list[dict], skip_unsupported: bool, policy: Policy) -> tuple[list, list[str]]:
-    """``(items, notes)``: per checked document a GangRequest, or ``(object, reason)`` for one
-    the webhook admits unchanged (``admission.skip_reason``: an exempt namespace …)."""
-    items, notes = [], []
-    for i, obj in enumerate(objects, 1):
-        if not is_supported(obj):
-            if skip_unsupported and isinstance(obj, dict):
-                notes.append(f"skipped document {i}: {obj.get('apiVersion')}/{obj.get('kind')} is not a kind gangcheck checks")
-                continue
-        elif isinstance(obj, dict):
-            reason = adm.skip_reason(_review_of(obj), policy)
-            if reason is not None:
-                items.append((obj, reason))
-                continue
-        gang = adapt(obj, source=source)  # raises AdapterError for unsupported kinds
-        if gang is None:
-            meta = obj.get("metadata") or {}
-            notes.append(f"skipped document {i}: {kind_label(obj.get('kind'), obj.get('apiVersion'))} {meta.get('name', '')} is not a gang")
-            continue
-        items.append(gang)
-    return items, notes
 
 
 def _requests_text(requests: dict) -> str:
@@ -237,9 +203,7 @@ def _load_snapshot(spec: str, timeout: float) -> ClusterSnapshot:
     """``load_cluster(spec)``; ``live`` syncs a live cache (progress on stderr) and returns its snapshot."""
     if spec != "live":
         return load_cluster(spec)
-    from .diagnose import _load
-
-    return _load(spec, timeout, lookups=False)[0]
+    return load_cluster_spec(spec, timeout, lookups=False)[0]
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -250,7 +214,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy)
         source, objects = load_documents(args.job)
-        items, notes = _gangs(source, objects, args.skip_unsupported, policy)
+        items, notes = manifest_gangs(source, objects, args.skip_unsupported, policy)
         snap = _load_snapshot(args.cluster, getattr(args, "timeout", 120.0))
     except (PolicyError, DumpError, AdapterError, LiveConfigError, TimeoutError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)

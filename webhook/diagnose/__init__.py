@@ -22,7 +22,7 @@ Rooms:
 from __future__ import annotations
 
 from .analyze import diagnose, diagnose_report
-from .command import _load, _options, add_commands, cmd_diagnose, cmd_fragmentation  # _load: cli.py; _options: tests
+from .command import _options, add_commands, cmd_diagnose, cmd_fragmentation  # _options: tests
 from .device_plugin import DEVICE_PLUGIN_NAMESPACES, device_plugin_findings
 from .fragmentation import fragmentation, parse_shape
 from .partial_gangs import partial_gangs

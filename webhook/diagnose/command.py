@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from shlex import quote as _q
 from typing import Any
 
+from ..cli_inputs import load_cluster_spec
 from ..engine.evaluate import EngineOptions
 from ..engine.snapshot import ClusterSnapshot
 from .fragmentation import fragmentation, parse_shape
@@ -61,39 +62,6 @@ def add_commands(sub) -> None:
     f.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
 
 
-def _load(spec: str, timeout: float, lookups: bool = True) -> tuple[ClusterSnapshot, list[Mapping] | None]:
-    """The snapshot and, for a dump or the demo when ``lookups``, the raw objects (for workload
-    lookups; None otherwise)."""
-    if spec == "live":
-        from ..cache import LiveCache
-        from ..cli_args import live_api_client
-
-        cache = LiveCache(live_api_client()).start()  # LiveConfigError names a bad kubeconfig
-        t0 = time.monotonic()
-        try:
-            while not cache.wait_ready(1.0):
-                el = time.monotonic() - t0
-                print(f"gangcheck: syncing live cache… {el:.0f}s", file=sys.stderr)
-                if el >= timeout:
-                    raise TimeoutError(f"live cache not synced after {timeout:.0f}s (status: {json.dumps(cache.status())[:400]})")
-            print(f"gangcheck: live cache synced in {time.monotonic() - t0:.1f}s", file=sys.stderr)
-            return cache.snapshot(), None
-        finally:
-            cache.stop()
-            cache.api_client.close()
-    if spec == "demo":
-        from ..demo import demo_objects, demo_snapshot
-
-        return demo_snapshot(), demo_objects()
-    from ..dump import load_cluster, load_cluster_and_objects
-
-    if not lookups:  # a manifest names the gang: no lookup objects to keep
-        return load_cluster(spec), None
-    # Read once: the snapshot and the workload lookup share it (JSON dumps through the fast
-    # reader; their Pods and Nodes are decoded in full only when a lookup needs them).
-    return load_cluster_and_objects(spec)
-
-
 def _require_nodes(snap: ClusterSnapshot, cluster: str) -> None:
     """Raise ValueError when the cluster data holds no Node: every answer would be about an
     empty cluster (as ``gangcheck check`` refuses it)."""
@@ -129,7 +97,7 @@ def cmd_diagnose(args) -> int:
     try:
         options = _options(getattr(args, "policy", None))
         manifest = os.path.exists(args.target)
-        snap, objects = _load(args.cluster, args.timeout, lookups=not manifest)
+        snap, objects = load_cluster_spec(args.cluster, args.timeout, lookups=not manifest)
         _require_nodes(snap, args.cluster)
         if manifest:
             found = _manifest_gangs(args, notes)
@@ -157,13 +125,13 @@ def cmd_diagnose(args) -> int:
 def _manifest_gangs(args, notes: list[str]) -> list[tuple[Any, str]]:
     """The gangs of the manifest file or directory ``args.target``, in document order, each with
     how it was found; appends a note per document skipped. Raises ValueError when none is a gang."""
-    from ..cli import _gangs
+    from ..cli_inputs import manifest_gangs
     from ..dump import load_documents
     from ..policy import Policy
 
     source, docs = load_documents(args.target)
     # A diagnosis is no admission: a gang in an exempt namespace is diagnosed all the same.
-    items, more = _gangs(source, docs, bool(getattr(args, "skip_unsupported", False)), Policy(exemptNamespaces=[]))
+    items, more = manifest_gangs(source, docs, bool(getattr(args, "skip_unsupported", False)), Policy(exemptNamespaces=[]))
     notes.extend(more)
     gangs = []
     for item in items:
@@ -239,7 +207,7 @@ def cmd_fragmentation(args) -> int:
     try:
         options = _options(getattr(args, "policy", None))
         shape = parse_shape(args.shape, options)
-        snap, _ = _load(args.cluster, args.timeout)
+        snap, _ = load_cluster_spec(args.cluster, args.timeout)
         _require_nodes(snap, args.cluster)
     except (DumpError, AdapterError, ValueError, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
