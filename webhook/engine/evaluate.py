@@ -203,6 +203,7 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
 
 
 def _expected_wait(snap, gang, now, eligible, history, ever=None) -> dict[str, Any]:
+    """``estimate_wait`` for the gang on the ``eligible`` nodes, with the gangs ahead of it."""
     prio = gang_priority(snap, gang)
     est = estimate_wait(snap, gang, now, history=history, ahead=gangs_ahead(snap, gang, prio, eligible=eligible),
                         eligible=eligible, priority=prio, ever=ever)

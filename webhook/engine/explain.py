@@ -155,11 +155,14 @@ def competition_findings(snap, gang, evals, options, findings) -> None:
 
 
 def short_warning(text: str, limit: int = 120) -> str:
+    """``text`` on one line, cut to ``limit`` characters with "…" (an admission warning)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def decision_message(gang: GangRequest, verdict: str, findings: list[Finding], nodes: dict, frag: dict | None) -> str:
+    """The Decision's message: who, then what denies it (with a hint), that it fits now, or the
+    first thing it waits for."""
     who = f"{kind_label(gang.kind, gang.api_version)} {gang.namespace}/{gang.name} ({plural(gang.pods, 'pod')})"
     if verdict == NEVER_FITS:
         f = next(f for f in findings if f.severity == NEVER_FITS)

@@ -88,6 +88,8 @@ def _compute_node_report(snap: ClusterSnapshot, ev: PodSetEval) -> dict[str, Any
 
 
 def fragmentation(snap: ClusterSnapshot, ev: PodSetEval, options: EngineOptions, needed: int) -> dict[str, Any] | None:
+    """Free versus stranded units of the main pod set's GPU on its eligible nodes now, and the
+    deficit for ``needed`` pods of its shape; None when it requests no GPU the cluster knows."""
     g = main_gpu(ev.ps, options)
     if g is None or g not in snap.col:
         return None

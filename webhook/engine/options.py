@@ -49,6 +49,7 @@ class EngineOptions:
 
 @lru_cache(maxsize=4096)
 def is_gpu_resource(resource: str, patterns: tuple[str, ...]) -> bool:
+    """True when ``resource`` matches one of the fnmatch ``patterns`` (memoised)."""
     return any(fnmatch(resource, p) for p in patterns)
 
 

@@ -34,6 +34,15 @@ SAMPLES = 3
 
 @dataclass
 class PodSetEval:
+    """One pod set's view of the cluster.
+
+    ``ever_mask`` / ``now_mask``: bool [nodes], the nodes its filters pass on the repaired
+    cluster / today (the now mask also drops nodes whose host ports are taken); ``k_ever`` /
+    ``k_now``: int64 [nodes], pods of its shape each such node takes when empty / on today's
+    free resources (0 elsewhere); ``now_filter``: the filter result behind the now mask (per-node
+    reasons); ``key``: the memo key (its shape and constraints, not its name or count).
+    """
+
     ps: PodSet
     shape: Shape
     ever_mask: np.ndarray
@@ -58,6 +67,7 @@ def stat_of(ev: PodSetEval, name: str, compute) -> Any:
 
 
 def fmt_req(requests, options: EngineOptions) -> str:
+    """A per-pod request as text, accelerators first: "8 nvidia.com/gpu, 90 cpu, 900Gi memory"."""
     return _fmt_req_cached(tuple(requests.items()), options.gpu_resources)
 
 
@@ -71,6 +81,7 @@ def _fmt_req_cached(items: tuple, patterns: tuple[str, ...]) -> str:
 
 
 def main_gpu(ps: PodSet, options: EngineOptions) -> str | None:
+    """The first accelerator resource the pod set requests, or None."""
     for r, v in ps.requests.items():
         if v and options.is_gpu(r):
             return r
@@ -78,6 +89,8 @@ def main_gpu(ps: PodSet, options: EngineOptions) -> str | None:
 
 
 def primary_pod_set(pod_sets: list[PodSet], options: EngineOptions) -> PodSet:
+    """The pod set a Decision's node view and fragmentation describe: most GPUs per pod, then
+    most pods, then most cpu per pod."""
     def key(ps: PodSet):
         g = main_gpu(ps, options)
         return (ps.requests.get(g, 0) if g else 0, ps.count, ps.requests.get("cpu", 0))
@@ -86,6 +99,8 @@ def primary_pod_set(pod_sets: list[PodSet], options: EngineOptions) -> PodSet:
 
 
 def constraints_of(ps: PodSet, flavors: list[ResourceFlavor] | None, options: EngineOptions) -> list[Constraints]:
+    """The filters' constraints of the pod set: one per candidate Kueue flavor (its nodeLabels
+    and tolerations added), or one without a flavor."""
     ert, ns = options.extended_resource_toleration, options.namespace_default_tolerations
     if not flavors:
         return [Constraints(ps, extended_resource_toleration=ert, namespace_default_tolerations=ns)]
@@ -149,6 +164,7 @@ def _compute_pod_set(snap: ClusterSnapshot, ps: PodSet, flavors, now_flavor, opt
 
 
 def sample_names(snap: ClusterSnapshot, idx: np.ndarray) -> list[str]:
+    """Names of the first ``SAMPLES`` nodes of ``idx`` (node indices)."""
     return [snap.nodes[int(i)].name for i in idx[:SAMPLES]]
 
 

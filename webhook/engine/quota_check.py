@@ -23,6 +23,9 @@ __all__ = ["quota_step", "lint_quota"]
 
 
 def quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions) -> QuotaResult | None:
+    """The gang's queue check: ``evaluate_kueue`` for a Kueue queue label (KueueNotInSnapshot,
+    Info, when the cluster data has no Kueue objects), ``evaluate_volcano`` for a Volcano queue;
+    None when the gang names no queue."""
     if gang.queue_name:
         if not (snap.kueue.cluster_queues or snap.kueue.local_queues):
             q = QuotaResult("kueue", f"{gang.namespace}/{gang.queue_name}")
@@ -75,6 +78,8 @@ def _flavor_capacity(snap: ClusterSnapshot, flavor: ResourceFlavor, resource: st
 
 
 def lint_quota(snap: ClusterSnapshot, q: QuotaResult, options: EngineOptions, findings: list[Finding]) -> None:
+    """QuotaExceedsCapacity (Info) for each GPU quota of the gang's ClusterQueue above what its
+    flavor's nodes hold (``lint_quota_vs_capacity``)."""
     limits = q.report.get("limits") or {}
     cq = snap.kueue.cluster_queues.get(q.report.get("cluster_queue", ""))
     if cq is None:
