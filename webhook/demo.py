@@ -225,43 +225,77 @@ def _layout(rng: random.Random) -> dict[str, list[int]]:
 
 
 def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
+    """The demo's objects in order (H100 nodes, CPU and control-plane nodes, pods,
+    PriorityClasses, Kueue, Volcano, skipped kinds) and the H100 node names per part.
+
+    One ``random.Random(DEMO_SEED)`` is drawn from in a fixed order: the layout, then the
+    tenants' pods; every other step is deterministic.
+    """
     rng = random.Random(DEMO_SEED)
     layout = _layout(rng)
-    role = {i: part for part, idx in layout.items() for i in idx}
-    objs: list[dict] = []
-    pods: list[dict] = []
-    # usage of ClusterQueue team-vision, built from the pods it holds: resource → amount
-    usage = {"cpu": 0, "memory_gi": 0, GPU: 0}
-    admitted = 0
+    usage = _QueueUsage()
+    objs = _h100_nodes(layout, now)
+    pods = _tenant_pods(rng, layout, now, usage) + _full_node_pods(layout, now, usage)
+    objs += _cpu_nodes(now)
+    objs += pods + _cpu_pods(now)
+    objs += _priority_classes()
+    objs += _kueue_objects(usage)
+    objs += _volcano_objects()
+    objs += _skipped_objects(layout, now)
+    names = {part: tuple(f"h100-{i:03d}" for i in idx) for part, idx in layout.items()}
+    return objs, names
 
-    # -- H100 nodes; the NVL_COUNT highest-numbered half-used nodes are H100 NVL
+
+class _QueueUsage:
+    """What ClusterQueue team-vision holds, summed from the pods it admits: cpu cores, memory
+    Gi, GPUs, and admitted workloads (jobs)."""
+
+    def __init__(self) -> None:
+        self.cpu = self.memory_gi = self.gpu = self.admitted = 0
+
+    def add(self, cpu: int, memory_gi: int, gpu: int) -> None:
+        """One pod's requests."""
+        self.cpu += cpu
+        self.memory_gi += memory_gi
+        self.gpu += gpu
+
+
+def _h100_nodes(layout: dict[str, list[int]], now: float) -> list[dict]:
+    """The H100 nodes in name order, each in its part's state; the NVL_COUNT highest-numbered
+    half-used nodes are H100 NVL."""
+    role = {i: part for part, idx in layout.items() for i in idx}
     nvl = set(layout["half"][-NVL_COUNT:])
+    out = []
     for i in range(H100_COUNT):
         name = f"h100-{i:03d}"
         part = role[i]
         labels = _h100_labels(i, GPU_PRODUCT_NVL if i in nvl else GPU_PRODUCT)
         if part == "cordoned":
-            objs.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now, unschedulable=True,
-                              taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": _ts(now - 7200)}]))
+            out.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now, unschedulable=True,
+                             taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": _ts(now - 7200)}]))
         elif part == "notready":
-            objs.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now, ready="False",
-                              taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": _ts(now - 3600)},
-                                      {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": _ts(now - 3600)}]))
+            out.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now, ready="False",
+                             taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": _ts(now - 3600)},
+                                     {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": _ts(now - 3600)}]))
         elif part == "plugin-down":
-            objs.append(_node(name, labels, H100_CAPACITY, {**H100_ALLOCATABLE, GPU: "0"}, now=now))
+            out.append(_node(name, labels, H100_CAPACITY, {**H100_ALLOCATABLE, GPU: "0"}, now=now))
         else:
-            objs.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now))
+            out.append(_node(name, labels, H100_CAPACITY, H100_ALLOCATABLE, now=now))
+    return out
 
-    # -- tenants' 4-GPU jobs on the half-used nodes (one pod per node)
+
+def _tenant_pods(rng: random.Random, layout: dict[str, list[int]], now: float, usage: _QueueUsage) -> list[dict]:
+    """The tenants' 4-GPU jobs on the half-used nodes (one pod per node, nodes shuffled): ages
+    and deadlines drawn from ``rng``; about two jobs in three set a deadline not yet run out."""
     half = [f"h100-{i:03d}" for i in layout["half"]]
     rng.shuffle(half)
+    pods = []
     at = 0
     for ns, queue, pc, cpu, mem, n_pods, per_job in TENANTS:
         short = ns.split("-", 1)[1]
         for j in range(n_pods // per_job):
             job = f"{short}-train-{j:02d}"
             age_h = round(rng.uniform(0.5, 40.0), 2)
-            # about two jobs in three set a deadline that has not run out yet
             deadline_h = rng.choice((None, 24, 48, 72))
             while deadline_h is not None and deadline_h <= age_h + 0.25:
                 deadline_h += 24
@@ -273,13 +307,16 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
                                  owner=("batch/v1", "Job", job), start=start, priority_class=pc, queue=queue,
                                  deadline_s=None if deadline_h is None else deadline_h * 3600,
                                  labels={"batch.kubernetes.io/job-name": job, "batch.kubernetes.io/job-completion-index": str(k)}))
-                usage["cpu"] += cpu
-                usage["memory_gi"] += mem
-                usage[GPU] += 4
-            admitted += 1
+                usage.add(cpu, mem, 4)
+            usage.admitted += 1
     assert at == len(half)
+    return pods
 
-    # -- full nodes: a 24-pod 8-GPU PyTorchJob, and a 32-pod 4-GPU Job two to a node
+
+def _full_node_pods(layout: dict[str, list[int]], now: float, usage: _QueueUsage) -> list[dict]:
+    """The full nodes: a 24-pod 8-GPU PyTorchJob (one master, workers), and a 32-pod 4-GPU Job
+    two to a node."""
+    pods = []
     start = now - 20 * 3600
     for k, i in enumerate(layout["full8"]):
         role_name = "master" if k == 0 else "worker"
@@ -289,10 +326,8 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
                          queue="vision-queue", deadline_s=24 * 3600,
                          labels={"training.kubeflow.org/job-name": "vision-pretrain", "training.kubeflow.org/replica-type": role_name,
                                  "training.kubeflow.org/replica-index": str(idx)}))
-        usage["cpu"] += 180
-        usage["memory_gi"] += 1800
-        usage[GPU] += 8
-    admitted += 1
+        usage.add(180, 1800, 8)
+    usage.admitted += 1
     start = now - 5 * 3600
     k = 0
     for i in layout["full4x2"]:
@@ -301,21 +336,29 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
                              owner=("batch/v1", "Job", "rec-ranker-large"), start=start, priority_class="batch-low",
                              queue="rec-queue", deadline_s=12 * 3600,
                              labels={"batch.kubernetes.io/job-name": "rec-ranker-large", "batch.kubernetes.io/job-completion-index": str(k)}))
-            usage["cpu"] += 88
-            usage["memory_gi"] += 900
-            usage[GPU] += 4
+            usage.add(88, 900, 4)
             k += 1
-    admitted += 1
+    usage.admitted += 1
+    return pods
 
-    # -- CPU-only and control-plane nodes
+
+def _cpu_nodes(now: float) -> list[dict]:
+    """16 CPU-only nodes over two zones and 3 tainted control-plane nodes."""
+    out = []
     for c in range(16):
         name = f"cpu-{c:02d}"
-        objs.append(_node(name, {INSTANCE_LABEL: CPU_INSTANCE, ZONE_LABEL: "zone-a" if c % 2 == 0 else "zone-b"},
-                          {"cpu": "64", "memory": "256Gi", "pods": "110"}, {"cpu": "64", "memory": "256Gi", "pods": "110"}, now=now))
+        out.append(_node(name, {INSTANCE_LABEL: CPU_INSTANCE, ZONE_LABEL: "zone-a" if c % 2 == 0 else "zone-b"},
+                         {"cpu": "64", "memory": "256Gi", "pods": "110"}, {"cpu": "64", "memory": "256Gi", "pods": "110"}, now=now))
     for c in range(3):
-        objs.append(_node(f"cp-{c}", {"node-role.kubernetes.io/control-plane": "", INSTANCE_LABEL: "cp-16c-64g", ZONE_LABEL: "zone-a"},
-                          {"cpu": "16", "memory": "64Gi", "pods": "110"}, {"cpu": "16", "memory": "64Gi", "pods": "110"}, now=now,
-                          taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]))
+        out.append(_node(f"cp-{c}", {"node-role.kubernetes.io/control-plane": "", INSTANCE_LABEL: "cp-16c-64g", ZONE_LABEL: "zone-a"},
+                         {"cpu": "16", "memory": "64Gi", "pods": "110"}, {"cpu": "16", "memory": "64Gi", "pods": "110"}, now=now,
+                         taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]))
+    return out
+
+
+def _cpu_pods(now: float) -> list[dict]:
+    """A feature-store pod on eight CPU nodes, and two Succeeded data-prep pods the engine skips."""
+    pods = []
     for r in range(8):
         pods.append(_pod("data", f"feature-store-7d9f8c6b5-{r}", f"cpu-{r:02d}", cpu="16", memory=_gi(64), gpu=0,
                          owner=("apps/v1", "ReplicaSet", "feature-store-7d9f8c6b5"), start=now - 9 * 86400, priority_class=None,
@@ -325,80 +368,102 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
                          owner=("batch/v1", "Job", "data-prep"), start=now - 6 * 3600, priority_class="research-normal",
                          queue="llm-queue", labels={"batch.kubernetes.io/job-name": "data-prep"}, phase="Succeeded",
                          image="registry.example.com/data-prep:1.0"))
-    objs.extend(pods)
+    return pods
 
-    # -- PriorityClasses
-    for name, value, desc in PRIORITY_CLASSES:
-        objs.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                     "value": value, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority", "description": desc})
 
-    # -- Kueue
-    kv = "kueue.x-k8s.io/v1beta1"
-    objs.append({"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
-                 "spec": {"nodeLabels": {"nvidia.com/gpu.family": GPU_FAMILY}}})
-    objs.append({"apiVersion": kv, "kind": "ResourceFlavor", "metadata": {"name": "cpu-only"},
-                 "spec": {"nodeLabels": {INSTANCE_LABEL: CPU_INSTANCE}}})
+def _priority_classes() -> list[dict]:
+    """The PriorityClasses of ``PRIORITY_CLASSES``."""
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+             "value": value, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority", "description": desc}
+            for name, value, desc in PRIORITY_CLASSES]
 
-    def flavor_usage(cpu: int, mem_gi: int, gpu: int) -> list[dict]:
-        return [
-            {"name": "h100", "resources": [{"name": "cpu", "total": str(cpu), "borrowed": "0"},
-                                           {"name": "memory", "total": _gi(mem_gi), "borrowed": "0"},
-                                           {"name": GPU, "total": str(gpu), "borrowed": "0"}]},
-            {"name": "cpu-only", "resources": [{"name": "cpu", "total": "0", "borrowed": "0"},
-                                               {"name": "memory", "total": "0", "borrowed": "0"},
-                                               {"name": GPU, "total": "0", "borrowed": "0"}]},
-        ]
 
-    def cluster_queue(name: str, h100: tuple[str, str, str], gpu_borrowing: str | None, status: dict) -> dict:
-        gpu_quota: dict[str, Any] = {"name": GPU, "nominalQuota": h100[2]}
-        if gpu_borrowing is not None:
-            gpu_quota["borrowingLimit"] = gpu_borrowing
-        return {
-            "apiVersion": kv, "kind": "ClusterQueue", "metadata": {"name": name},
-            "spec": {
-                "cohort": "research",
-                "namespaceSelector": {},
-                "queueingStrategy": "BestEffortFIFO",
-                "stopPolicy": "None",
-                "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
-                               "borrowWithinCohort": {"policy": "Never"}},
-                "resourceGroups": [{
-                    "coveredResources": ["cpu", "memory", GPU],
-                    "flavors": [
-                        {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": h100[0]},
-                                                       {"name": "memory", "nominalQuota": h100[1]}, gpu_quota]},
-                        {"name": "cpu-only", "resources": [{"name": "cpu", "nominalQuota": "512"},
-                                                           {"name": "memory", "nominalQuota": "2048Gi"},
-                                                           {"name": GPU, "nominalQuota": "0"}]},
-                    ],
-                }],
-            },
-            "status": status,
-        }
+_KUEUE = "kueue.x-k8s.io/v1beta1"
 
-    objs.append(cluster_queue("team-llm", ("12288", "128000Gi", "512"), "0", {
-        "flavorsReservation": flavor_usage(0, 0, 0), "flavorsUsage": flavor_usage(0, 0, 0),
+
+def _kueue_objects(usage: _QueueUsage) -> list[dict]:
+    """ResourceFlavors h100 and cpu-only, ClusterQueues team-llm (nothing in use) and
+    team-vision (holding ``usage``) in cohort research, and the tenants' LocalQueues."""
+    objs = [
+        {"apiVersion": _KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
+         "spec": {"nodeLabels": {"nvidia.com/gpu.family": GPU_FAMILY}}},
+        {"apiVersion": _KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "cpu-only"},
+         "spec": {"nodeLabels": {INSTANCE_LABEL: CPU_INSTANCE}}},
+    ]
+    objs.append(_cluster_queue("team-llm", ("12288", "128000Gi", "512"), "0", {
+        "flavorsReservation": _flavor_usage(0, 0, 0), "flavorsUsage": _flavor_usage(0, 0, 0),
         "pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0}))
-    objs.append(cluster_queue("team-vision", ("36000", "320000Gi", "2048"), None, {
-        "flavorsReservation": flavor_usage(usage["cpu"], usage["memory_gi"], usage[GPU]),
-        "flavorsUsage": flavor_usage(usage["cpu"], usage["memory_gi"], usage[GPU]),
-        "pendingWorkloads": 0, "reservingWorkloads": admitted, "admittedWorkloads": admitted}))
+    objs.append(_cluster_queue("team-vision", ("36000", "320000Gi", "2048"), None, {
+        "flavorsReservation": _flavor_usage(usage.cpu, usage.memory_gi, usage.gpu),
+        "flavorsUsage": _flavor_usage(usage.cpu, usage.memory_gi, usage.gpu),
+        "pendingWorkloads": 0, "reservingWorkloads": usage.admitted, "admittedWorkloads": usage.admitted}))
     for ns, lq, cq in (("llm", "llm-queue", "team-llm"), ("team-vision", "vision-queue", "team-vision"),
                        ("team-speech", "speech-queue", "team-vision"), ("team-rec", "rec-queue", "team-vision")):
-        objs.append({"apiVersion": kv, "kind": "LocalQueue", "metadata": {"name": lq, "namespace": ns},
+        objs.append({"apiVersion": _KUEUE, "kind": "LocalQueue", "metadata": {"name": lq, "namespace": ns},
                      "spec": {"clusterQueue": cq}})
+    return objs
 
-    # -- Volcano
+
+def _flavor_usage(cpu: int, mem_gi: int, gpu: int) -> list[dict]:
+    """A ClusterQueue's status.flavorsUsage / flavorsReservation: ``cpu`` cores, ``mem_gi`` Gi
+    and ``gpu`` GPUs in flavor h100, nothing in cpu-only, nothing borrowed."""
+    return [
+        {"name": "h100", "resources": [{"name": "cpu", "total": str(cpu), "borrowed": "0"},
+                                       {"name": "memory", "total": _gi(mem_gi), "borrowed": "0"},
+                                       {"name": GPU, "total": str(gpu), "borrowed": "0"}]},
+        {"name": "cpu-only", "resources": [{"name": "cpu", "total": "0", "borrowed": "0"},
+                                           {"name": "memory", "total": "0", "borrowed": "0"},
+                                           {"name": GPU, "total": "0", "borrowed": "0"}]},
+    ]
+
+
+def _cluster_queue(name: str, h100: tuple[str, str, str], gpu_borrowing: str | None, status: dict) -> dict:
+    """A ClusterQueue in cohort research: ``h100`` = (cpu, memory, GPU) nominal quotas of flavor
+    h100 (GPU borrowingLimit ``gpu_borrowing`` when set), fixed cpu-only quotas, ``status``."""
+    gpu_quota: dict[str, Any] = {"name": GPU, "nominalQuota": h100[2]}
+    if gpu_borrowing is not None:
+        gpu_quota["borrowingLimit"] = gpu_borrowing
+    return {
+        "apiVersion": _KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {
+            "cohort": "research",
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "stopPolicy": "None",
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                           "borrowWithinCohort": {"policy": "Never"}},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory", GPU],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": h100[0]},
+                                                   {"name": "memory", "nominalQuota": h100[1]}, gpu_quota]},
+                    {"name": "cpu-only", "resources": [{"name": "cpu", "nominalQuota": "512"},
+                                                       {"name": "memory", "nominalQuota": "2048Gi"},
+                                                       {"name": GPU, "nominalQuota": "0"}]},
+                ],
+            }],
+        },
+        "status": status,
+    }
+
+
+def _volcano_objects() -> list[dict]:
+    """Volcano queues default and research (capability 256 GPUs, nothing allocated)."""
     vv = "scheduling.volcano.sh/v1beta1"
-    objs.append({"apiVersion": vv, "kind": "Queue", "metadata": {"name": "default"},
-                 "spec": {"weight": 1, "reclaimable": True}, "status": {"state": "Open"}})
-    objs.append({"apiVersion": vv, "kind": "Queue", "metadata": {"name": "research"},
-                 "spec": {"weight": 1, "reclaimable": True, "capability": {GPU: "256"}},
-                 "status": {"state": "Open", "allocated": {"cpu": "0", "memory": "0", GPU: "0"}}})
+    return [
+        {"apiVersion": vv, "kind": "Queue", "metadata": {"name": "default"},
+         "spec": {"weight": 1, "reclaimable": True}, "status": {"state": "Open"}},
+        {"apiVersion": vv, "kind": "Queue", "metadata": {"name": "research"},
+         "spec": {"weight": 1, "reclaimable": True, "capability": {GPU: "256"}},
+         "status": {"state": "Open", "allocated": {"cpu": "0", "memory": "0", GPU: "0"}}},
+    ]
 
-    # -- objects the engine does not use (counted in snapshot.skipped)
-    for ns in ("llm", "team-vision", "team-speech", "team-rec", "data"):
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}})
+
+def _skipped_objects(layout: dict[str, list[int]], now: float) -> list[dict]:
+    """Objects the engine does not use (counted in ``snapshot.skipped``): Namespaces, a Service,
+    a NodeNotReady Event per NotReady node."""
+    objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "status": {"phase": "Active"}}
+                        for ns in ("llm", "team-vision", "team-speech", "team-rec", "data")]
     objs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "feature-store", "namespace": "data"},
                  "spec": {"selector": {"app": "feature-store"}, "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}})
     for i in layout["notready"]:
@@ -406,9 +471,7 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
         objs.append({"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"{name}.17f3a", "namespace": "default"},
                      "involvedObject": {"kind": "Node", "name": name}, "reason": "NodeNotReady", "type": "Normal",
                      "message": f"Node {name} status is now: NodeNotReady", "lastTimestamp": _ts(now - 3600)})
-
-    names = {part: tuple(f"h100-{i:03d}" for i in idx) for part, idx in layout.items()}
-    return objs, names
+    return objs
 
 
 @lru_cache(maxsize=4)

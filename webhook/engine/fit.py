@@ -261,74 +261,26 @@ def _step(steps: list[int], budget: int) -> None:
 
 
 def _search_classes(avail, demands, ks, steps, budget):
-    """One search with fixed per-node capacities ``ks`` (pods of each demand per node, alone)."""
+    """One search with fixed per-node capacities ``ks`` (pods of each demand per node, alone).
+
+    Returns demand name → [(node index, pods), ...], or None when no placement exists; raises
+    ``_OutOfBudget`` past ``budget`` steps or ``SEARCH_MAX_CLASSES`` classes.
+    """
+    table = _class_table(avail, demands, ks)
+    if table is None:
+        return None
+    classes, vl, ncol = table
     counts = tuple(d.count for d in demands)
     nd = len(demands)
-    kmat = np.stack(ks, axis=1)  # [nodes × demands]
-    for j in range(nd):
-        if int(kmat[:, j].sum()) < counts[j]:
-            return None
-    rel = np.flatnonzero((kmat > 0).any(axis=1))
-    cols = sorted({int(c) for d in demands for c in d.shape.cols})
-    vals = np.zeros((nd, len(cols)), dtype=np.int64)
-    for j, d in enumerate(demands):
-        for c, v in zip(d.shape.cols, d.shape.vals):
-            vals[j, cols.index(int(c))] += int(v)
-    rows = np.concatenate([avail[np.ix_(rel, cols)], (kmat[rel] > 0).astype(np.int64)], axis=1)
-    uniq, inverse, mult = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    if len(uniq) > SEARCH_MAX_CLASSES:
-        raise _OutOfBudget
-    # Per-step work is on plain Python ints: the arrays here hold a handful of numbers, and
-    # numpy's per-call overhead would dominate.
-    vl = [[int(x) for x in vals[j]] for j in range(nd)]
-    classes = []
-    for ci in range(len(uniq)):
-        members = rel[inverse == ci]
-        cap = [int(x) for x in avail[members[0], cols]]
-        kmax = tuple(int(kmat[members[0], j]) for j in range(nd))
-        classes.append((members, cap, kmax))
-    # Most constrained classes (fewest demands they can take) first, then larger capacity.
-    order = sorted(range(len(classes)), key=lambda ci: (sum(1 for x in classes[ci][2] if x), tuple(-x for x in classes[ci][1])))
-    classes = [classes[ci] for ci in order]
     C = len(classes)
-    ncol = len(cols)
-    # Suffix bounds: what classes c.. can hold per demand, and per resource column.
-    suf_k = [[0] * nd for _ in range(C + 1)]
-    suf_res = [[0] * ncol for _ in range(C + 1)]
-    for c in range(C - 1, -1, -1):
-        members, cap, kmax = classes[c]
-        m = len(members)
-        suf_k[c] = [suf_k[c + 1][j] + m * kmax[j] for j in range(nd)]
-        suf_res[c] = [suf_res[c + 1][i] + m * max(cap[i], 0) for i in range(ncol)]
+    suf_k, suf_res = _suffix_bounds(classes, nd, ncol)
     configs: list[list[tuple[int, ...]] | None] = [None] * C
 
     def configs_of(c: int) -> list[tuple[int, ...]]:
         got = configs[c]
-        if got is not None:
-            return got
-        _members, cap, kmax = classes[c]
-        out: list[tuple[int, ...]] = []
-        cur = [0] * nd
-
-        def rec(j: int, left: list[int]) -> None:
-            _step(steps, budget)
-            if j == nd:
-                out.append(tuple(cur))
-                return
-            vj = vl[j]
-            for x in range(min(kmax[j], counts[j]), -1, -1):
-                if x and any(v and v * x > lf for v, lf in zip(vj, left)):
-                    continue
-                cur[j] = x
-                rec(j + 1, [lf - v * x for v, lf in zip(vj, left)] if x else left)
-            cur[j] = 0
-
-        rec(0, list(cap))
-        # Descending lexicographic order; the empty configuration comes last.
-        out.sort(reverse=True)
-        configs[c] = out
-        return out
+        if got is None:
+            got = configs[c] = _node_configs(classes[c], vl, counts, steps, budget)
+        return got
 
     failed: set = set()
     path: list[tuple[int, tuple[int, ...]]] = []
@@ -383,8 +335,95 @@ def _search_classes(avail, demands, ks, steps, budget):
 
     if not C or not dfs(0, len(classes[0][0]), 0, counts):
         return None
+    return _placement_of(path, classes, demands)
+
+
+def _class_table(avail, demands, ks):
+    """The search's node classes, or None when some demand's nodes cannot hold its pods at all.
+
+    Nodes with the same ``avail`` row on the requested columns and the same set of demands they
+    can take are interchangeable: one class each, as (member node indices, capacity per column,
+    pods of each demand one node takes alone), most constrained classes (fewest demands they can
+    take) first, then larger capacity. Returns (classes, per-pod request per demand and column as
+    Python ints, number of columns); raises ``_OutOfBudget`` past ``SEARCH_MAX_CLASSES`` classes.
+    """
+    counts = tuple(d.count for d in demands)
+    nd = len(demands)
+    kmat = np.stack(ks, axis=1)  # [nodes × demands]
+    for j in range(nd):
+        if int(kmat[:, j].sum()) < counts[j]:
+            return None
+    rel = np.flatnonzero((kmat > 0).any(axis=1))
+    cols = sorted({int(c) for d in demands for c in d.shape.cols})
+    vals = np.zeros((nd, len(cols)), dtype=np.int64)
+    for j, d in enumerate(demands):
+        for c, v in zip(d.shape.cols, d.shape.vals):
+            vals[j, cols.index(int(c))] += int(v)
+    rows = np.concatenate([avail[np.ix_(rel, cols)], (kmat[rel] > 0).astype(np.int64)], axis=1)
+    uniq, inverse, mult = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    if len(uniq) > SEARCH_MAX_CLASSES:
+        raise _OutOfBudget
+    # Per-step work is on plain Python ints: the arrays here hold a handful of numbers, and
+    # numpy's per-call overhead would dominate.
+    vl = [[int(x) for x in vals[j]] for j in range(nd)]
+    classes = []
+    for ci in range(len(uniq)):
+        members = rel[inverse == ci]
+        cap = [int(x) for x in avail[members[0], cols]]
+        kmax = tuple(int(kmat[members[0], j]) for j in range(nd))
+        classes.append((members, cap, kmax))
+    # Most constrained classes (fewest demands they can take) first, then larger capacity.
+    order = sorted(range(len(classes)), key=lambda ci: (sum(1 for x in classes[ci][2] if x), tuple(-x for x in classes[ci][1])))
+    return [classes[ci] for ci in order], vl, len(cols)
+
+
+def _suffix_bounds(classes, nd: int, ncol: int) -> tuple[list[list[int]], list[list[int]]]:
+    """What classes c.. can hold together, per demand (pods) and per resource column (capacity):
+    the bounds that cut a branch which cannot place the remaining pods."""
+    C = len(classes)
+    suf_k = [[0] * nd for _ in range(C + 1)]
+    suf_res = [[0] * ncol for _ in range(C + 1)]
+    for c in range(C - 1, -1, -1):
+        members, cap, kmax = classes[c]
+        m = len(members)
+        suf_k[c] = [suf_k[c + 1][j] + m * kmax[j] for j in range(nd)]
+        suf_res[c] = [suf_res[c + 1][i] + m * max(cap[i], 0) for i in range(ncol)]
+    return suf_k, suf_res
+
+
+def _node_configs(cls, vl, counts, steps, budget) -> list[tuple[int, ...]]:
+    """Every per-node configuration of a class (pods of each demand on one of its nodes,
+    fitting its capacity together, within the pods each demand takes alone and needs), in
+    descending lexicographic order: the empty configuration comes last. One step each."""
+    _members, cap, kmax = cls
+    nd = len(counts)
+    out: list[tuple[int, ...]] = []
+    cur = [0] * nd
+
+    def rec(j: int, left: list[int]) -> None:
+        _step(steps, budget)
+        if j == nd:
+            out.append(tuple(cur))
+            return
+        vj = vl[j]
+        for x in range(min(kmax[j], counts[j]), -1, -1):
+            if x and any(v and v * x > lf for v, lf in zip(vj, left)):
+                continue
+            cur[j] = x
+            rec(j + 1, [lf - v * x for v, lf in zip(vj, left)] if x else left)
+        cur[j] = 0
+
+    rec(0, list(cap))
+    out.sort(reverse=True)
+    return out
+
+
+def _placement_of(path, classes, demands) -> dict[str, list[tuple[int, int]]]:
+    """The placement a successful search's path of (class, configuration) spells: each
+    configuration goes to the next unused node of its class."""
     result: dict[str, list[tuple[int, int]]] = {d.name: [] for d in demands}
-    used = [0] * C
+    used = [0] * len(classes)
     for c, v in path:
         node = int(classes[c][0][used[c]])
         used[c] += 1

@@ -149,104 +149,23 @@ class ClusterSnapshot:
         self.as_of = as_of
         self.node_index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
 
-        names: dict[str, None] = {"cpu": None, "memory": None, "pods": None}
-        for n in self.nodes:
-            for r in n.allocatable:
-                names.setdefault(r, None)
-            for r in n.capacity:
-                names.setdefault(r, None)
-        for r in extra_resources:
-            names.setdefault(r, None)
-        labelled_gpus: dict[int, int] = {}
-        mig_expected: dict[int, tuple[str, int]] = {}
-        for i, n in enumerate(self.nodes):
-            exp = expected_mig_slices(n.labels)
-            if exp is not None and exp[1] > n.capacity.get(exp[0], 0):
-                mig_expected[i] = exp
-                names.setdefault(exp[0], None)
-        for i, n in enumerate(self.nodes):
-            count = n.labels.get(GPU_COUNT_LABEL)
-            mig_mixed = n.labels.get("nvidia.com/mig.strategy") == "mixed" and n.labels.get(
-                MIG_CONFIG_LABEL, "all-disabled") != "all-disabled"
-            if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0) and not mig_mixed:
-                labelled_gpus[i] = int(count)
-                names.setdefault(GPU, None)
-        by_node: dict[str, list[BoundPod]] = {}
-        shapes: dict[int, Resources] = {}  # distinct request maps (pods of one shape share one)
-        for p in self.pods:
-            node = p.node_name
-            if node:
-                here = by_node.get(node)
-                if here is None:
-                    by_node[node] = [p]
-                else:
-                    here.append(p)
-                shapes[id(p.requests)] = p.requests
-        for req in shapes.values():
-            for r in req:
-                names.setdefault(r, None)
+        names = _node_resource_names(self.nodes, extra_resources)
+        mig_expected, labelled_gpus = _repairable_devices(self.nodes, names)
+        by_node, shapes = _pods_by_node(self.pods, names)
         self.resources: tuple[str, ...] = tuple(names)
         self.col: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         self.pods_by_node: Mapping[str, tuple[BoundPod, ...]] = MappingProxyType(
             {k: tuple(v) for k, v in by_node.items()}
         )
-
-        n_nodes, n_res = len(self.nodes), len(self.resources)
-        alloc = np.zeros((n_nodes, n_res), dtype=np.int64)
-        cap = np.zeros((n_nodes, n_res), dtype=np.int64)
-        used = np.zeros((n_nodes, n_res), dtype=np.int64)
-        col = self.col
-        pods_col = col["pods"]
-        for i, n in enumerate(self.nodes):
-            row = alloc[i]
-            for r, v in n.allocatable.items():
-                row[col[r]] = v
-            crow = cap[i]
-            for r, v in n.capacity.items():
-                crow[col[r]] = v
-            if "pods" not in n.allocatable:
-                row[pods_col] = DEFAULT_MAX_PODS
-            if "pods" not in n.capacity:
-                crow[pods_col] = row[pods_col]
-            if node_used is not None:
-                urow = used[i]
-                for r, v in node_used.get(n.name, EMPTY).items():
-                    if r in col:
-                        urow[col[r]] = v
-            else:
-                here = by_node.get(n.name)
-                if here:
-                    acc = [0] * n_res  # Python ints first: one row assignment instead of an item update per request
-                    for rid, k in Counter([id(p.requests) for p in here]).items():  # once per shared request map
-                        for r, v in shapes[rid].items():
-                            acc[col[r]] += v * k
-                    acc[pods_col] += len(here)
-                    if max(acc) < 2**63 and min(acc) >= 0:
-                        used[i] = acc
-                    else:  # past int64 (nonsense amounts): numpy's own arithmetic, as it always was
-                        urow = used[i]
-                        for p in here:
-                            for r, v in p.requests.items():
-                                urow[col[r]] += v
-                            urow[pods_col] += 1
+        alloc, cap, used = _resource_matrices(self.nodes, self.col, by_node, shapes, node_used)
         self.alloc, self.cap, self.used = alloc, cap, used
         #: Nodes that report neither capacity nor allocatable yet (a kubelet that has not posted
         #: status): what they hold is unknown, so no bound may count them as empty.
         self.unknown_capacity = np.fromiter(
-            (not n.capacity and not n.allocatable for n in self.nodes), dtype=bool, count=n_nodes)
+            (not n.capacity and not n.allocatable for n in self.nodes), dtype=bool, count=len(self.nodes))
         self.free = alloc - used
-        device_cols = np.array([r not in BASE_RESOURCES for r in self.resources], dtype=bool)
-        self.device_cols = device_cols
-        ever = np.where(device_cols[None, :], np.maximum(alloc, cap), alloc)
-        for i, count in labelled_gpus.items():
-            # GPU feature discovery says the node has GPUs the device plugin does not advertise:
-            # the plugin is down (FIELD-NOTES §4), a repairable state.
-            ever[i, col[GPU]] = max(int(ever[i, col[GPU]]), count)
-        for i, (r, count) in mig_expected.items():
-            # nvidia.com/mig.config names a layout the node advertises fewer slices of: the MIG
-            # manager or the device plugin is behind (FIELD-NOTES §4), a repairable state.
-            ever[i, col[r]] = max(int(ever[i, col[r]]), count)
-        self.ever_alloc = ever
+        self.device_cols = np.array([r not in BASE_RESOURCES for r in self.resources], dtype=bool)
+        self.ever_alloc = _ever_alloc(alloc, cap, self.device_cols, self.col, labelled_gpus, mig_expected)
         for m in (self.alloc, self.cap, self.used, self.free, self.ever_alloc):
             m.setflags(write=False)
 
@@ -309,3 +228,131 @@ class ClusterSnapshot:
 
     def __repr__(self) -> str:
         return f"ClusterSnapshot({len(self.nodes)} nodes, {len(self.pods)} pods, source={self.source!r})"
+
+
+# ---------------------------------------------------------------------- the constructor's steps
+
+
+def _node_resource_names(nodes: tuple[Node, ...], extra_resources: Iterable[str]) -> dict[str, None]:
+    """Column names in order (an insertion-ordered dict): cpu, memory, pods, then every resource
+    a node's allocatable or capacity names (first seen first), then ``extra_resources``."""
+    names: dict[str, None] = {"cpu": None, "memory": None, "pods": None}
+    for n in nodes:
+        for r in n.allocatable:
+            names.setdefault(r, None)
+        for r in n.capacity:
+            names.setdefault(r, None)
+    for r in extra_resources:
+        names.setdefault(r, None)
+    return names
+
+
+def _repairable_devices(nodes: tuple[Node, ...], names: dict[str, None]) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+    """Devices a node should have but does not advertise (repairable, FIELD-NOTES §4):
+    (node index → (MIG resource, slices) its ``nvidia.com/mig.config`` layout promises beyond its
+    capacity, node index → GPUs its ``nvidia.com/gpu.count`` label reports beyond its capacity,
+    not on nodes in mixed MIG mode). Adds the resources named to ``names``."""
+    labelled_gpus: dict[int, int] = {}
+    mig_expected: dict[int, tuple[str, int]] = {}
+    for i, n in enumerate(nodes):
+        exp = expected_mig_slices(n.labels)
+        if exp is not None and exp[1] > n.capacity.get(exp[0], 0):
+            mig_expected[i] = exp
+            names.setdefault(exp[0], None)
+    for i, n in enumerate(nodes):
+        count = n.labels.get(GPU_COUNT_LABEL)
+        mig_mixed = n.labels.get("nvidia.com/mig.strategy") == "mixed" and n.labels.get(
+            MIG_CONFIG_LABEL, "all-disabled") != "all-disabled"
+        if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0) and not mig_mixed:
+            labelled_gpus[i] = int(count)
+            names.setdefault(GPU, None)
+    return mig_expected, labelled_gpus
+
+
+def _pods_by_node(pods: tuple[BoundPod, ...], names: dict[str, None]) -> tuple[dict[str, list[BoundPod]], dict[int, Resources]]:
+    """(node name → its bound pods in order, id → each distinct request map of a bound pod: pods
+    of one shape share one). Adds every resource a bound pod requests to ``names``."""
+    by_node: dict[str, list[BoundPod]] = {}
+    shapes: dict[int, Resources] = {}
+    for p in pods:
+        node = p.node_name
+        if node:
+            here = by_node.get(node)
+            if here is None:
+                by_node[node] = [p]
+            else:
+                here.append(p)
+            shapes[id(p.requests)] = p.requests
+    for req in shapes.values():
+        for r in req:
+            names.setdefault(r, None)
+    return by_node, shapes
+
+
+def _resource_matrices(nodes: tuple[Node, ...], col: dict[str, int], by_node: dict[str, list[BoundPod]],
+                       shapes: dict[int, Resources], node_used: Mapping[str, Resources] | None,
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(allocatable, capacity, used): int64 [nodes × columns]. A node that reports no pods gets
+    ``DEFAULT_MAX_PODS`` (capacity: its allocatable); ``used`` is ``node_used`` when given, else
+    Σ requests of the node's bound pods (column ``pods`` counts them)."""
+    n_nodes, n_res = len(nodes), len(col)
+    alloc = np.zeros((n_nodes, n_res), dtype=np.int64)
+    cap = np.zeros((n_nodes, n_res), dtype=np.int64)
+    used = np.zeros((n_nodes, n_res), dtype=np.int64)
+    pods_col = col["pods"]
+    for i, n in enumerate(nodes):
+        row = alloc[i]
+        for r, v in n.allocatable.items():
+            row[col[r]] = v
+        crow = cap[i]
+        for r, v in n.capacity.items():
+            crow[col[r]] = v
+        if "pods" not in n.allocatable:
+            row[pods_col] = DEFAULT_MAX_PODS
+        if "pods" not in n.capacity:
+            crow[pods_col] = row[pods_col]
+        if node_used is not None:
+            urow = used[i]
+            for r, v in node_used.get(n.name, EMPTY).items():
+                if r in col:
+                    urow[col[r]] = v
+        else:
+            here = by_node.get(n.name)
+            if here:
+                _sum_requests(used, i, here, shapes, col, n_res, pods_col)
+    return alloc, cap, used
+
+
+def _sum_requests(used: np.ndarray, i: int, here: list[BoundPod], shapes: dict[int, Resources], col: dict[str, int],
+                  n_res: int, pods_col: int) -> None:
+    """Row ``i`` of ``used``: Σ requests of the pods ``here`` (column ``pods`` counts them)."""
+    acc = [0] * n_res  # Python ints first: one row assignment instead of an item update per request
+    for rid, k in Counter([id(p.requests) for p in here]).items():  # once per shared request map
+        for r, v in shapes[rid].items():
+            acc[col[r]] += v * k
+    acc[pods_col] += len(here)
+    if max(acc) < 2**63 and min(acc) >= 0:
+        used[i] = acc
+    else:  # past int64 (nonsense amounts): numpy's own arithmetic, as it always was
+        urow = used[i]
+        for p in here:
+            for r, v in p.requests.items():
+                urow[col[r]] += v
+            urow[pods_col] += 1
+
+
+def _ever_alloc(alloc: np.ndarray, cap: np.ndarray, device_cols: np.ndarray, col: dict[str, int],
+                labelled_gpus: dict[int, int], mig_expected: dict[int, tuple[str, int]]) -> np.ndarray:
+    """What each node could offer once repaired: capacity for device columns whose allocatable
+    is below it, allocatable otherwise, raised to the GPUs and MIG slices ``_repairable_devices``
+    found (int64 [nodes × columns])."""
+    ever = np.where(device_cols[None, :], np.maximum(alloc, cap), alloc)
+    for i, count in labelled_gpus.items():
+        # GPU feature discovery says the node has GPUs the device plugin does not advertise:
+        # the plugin is down (FIELD-NOTES §4), a repairable state.
+        ever[i, col[GPU]] = max(int(ever[i, col[GPU]]), count)
+    for i, (r, count) in mig_expected.items():
+        # nvidia.com/mig.config names a layout the node advertises fewer slices of: the MIG
+        # manager or the device plugin is behind (FIELD-NOTES §4), a repairable state.
+        ever[i, col[r]] = max(int(ever[i, col[r]]), count)
+    return ever

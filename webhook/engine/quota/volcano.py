@@ -1,4 +1,6 @@
-"""Volcano queue quota: capability (hard cap) and deserved share.
+"""Volcano queue quota: capability (hard cap) and deserved share (``evaluate_volcano``,
+``proportion_deserved``, ``queue_demands``). Quantities are scheduler units (GPUs as counts); not
+Kueue (``kueue``, ``kueue_admit``).
 
 * ``spec.capability`` is a hard cap (FIELD-NOTES §3): a gang whose minimum exceeds it can never
   run in that queue; allocated + minimum above it waits.
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .model import Finding, GangRequest, PodGroupState, VolcanoQueue, VolcanoState, add_resources
+from ..model import Finding, GangRequest, PodGroupState, VolcanoQueue, VolcanoState, add_resources
 
 
 def _sum(maps) -> dict:
@@ -34,7 +36,7 @@ def _sum(maps) -> dict:
     for m in maps:
         out = add_resources(out, m)
     return out
-from .quota_common import INF, INFO, NEVER, WAITS, QuotaResult, fmt
+from .common import INF, INFO, NEVER, WAITS, QuotaResult, fmt
 
 __all__ = ["QueueDemand", "proportion_deserved", "queue_demands", "evaluate_volcano", "MIN_RESOURCE"]
 

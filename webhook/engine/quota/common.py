@@ -1,12 +1,13 @@
-"""What the quota layer returns, shared by the Kueue and Volcano modules (``engine.quota``)."""
+"""What the quota layer returns, shared by the Kueue and Volcano modules: ``QuotaResult``, the
+severities, ``INF`` (no limit) and ``fmt`` (a quantity in its usual unit). Owns no rule."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from .model import Finding, ResourceFlavor
-from .quantity import format_quantity
+from ..model import Finding, ResourceFlavor
+from ..quantity import format_quantity
 
 __all__ = ["INF", "NEVER", "WAITS", "INFO", "QuotaResult", "fmt"]
 
