@@ -1,4 +1,4 @@
-"""Cost of one Kueue quota check on a large cohort forest (engine.quota_kueue).
+"""Cost of one Kueue quota check on a large cohort forest (engine.quota.kueue).
 
 Prints the mean wall time of ``evaluate_kueue`` (which builds the CohortTree each call) for a
 gang in one ClusterQueue, with N ClusterQueues spread over N/20 cohorts under one root cohort.

@@ -478,7 +478,7 @@ class Cohort:
     """A Kueue Cohort object: its own quota (spec.resourceGroups, with nominalQuota /
     borrowingLimit / lendingLimit as in a ClusterQueue) and its parent (v1beta1 / v1beta2
     spec.parentName, v1alpha1 spec.parent). A cohort that a ClusterQueue or Cohort names but no
-    object defines exists in Kueue with no quota of its own (``engine.quota_kueue``)."""
+    object defines exists in Kueue with no quota of its own (``engine.quota.kueue``)."""
 
     name: str
     parent: str | None = None

@@ -36,7 +36,7 @@ def _sum(maps) -> dict:
     for m in maps:
         out = add_resources(out, m)
     return out
-from .common import INF, INFO, NEVER, WAITS, QuotaResult, fmt
+from .common import INFO, NEVER, WAITS, QuotaResult, fmt
 
 __all__ = ["QueueDemand", "proportion_deserved", "queue_demands", "evaluate_volcano", "MIN_RESOURCE"]
 
