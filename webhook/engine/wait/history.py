@@ -107,36 +107,27 @@ class RuntimeHistory:
 
     def samples(self, queue: str, owner_kind: str) -> np.ndarray:
         """The kept run times of a key, sorted ascending (seconds; empty when none)."""
-        key = (queue or "", owner_kind or "")
-        with self._lock:
-            hit = self._sorted.get(key)
-            if hit is not None:
-                return hit
-            ring = self._rings.get(key)
-            if ring is None:
-                return np.empty(0)
-            out = np.sort(ring[0][: min(ring[3], self.per_key)])
-            out.setflags(write=False)
-            self._sorted[key] = out
-            return out
+        return self._derived(self._sorted, queue, owner_kind, lambda: np.empty(0), _sorted_runs)
 
     def runs(self, queue: str, owner_kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The kept runs of a key as three read-only arrays of equal length, in no particular
         order: run times (s), their limits (s, NaN for a run without one) and finish times
         (epoch s, NaN when not given)."""
+        return self._derived(self._triples, queue, owner_kind, lambda: (np.empty(0), np.empty(0), np.empty(0)),
+                             _run_triples)
+
+    def _derived(self, cache: dict, queue: str, owner_kind: str, empty, derive):
+        """What ``derive(ring, per_key)`` makes of a key's ring, kept in ``cache`` until the key
+        is fed again (``add`` drops it); ``empty()`` for a key with no ring. Under the lock."""
         key = (queue or "", owner_kind or "")
         with self._lock:
-            hit = self._triples.get(key)
+            hit = cache.get(key)
             if hit is not None:
                 return hit
             ring = self._rings.get(key)
             if ring is None:
-                return np.empty(0), np.empty(0), np.empty(0)
-            n = min(ring[3], self.per_key)
-            out = tuple(a[:n].copy() for a in ring[:3])
-            for a in out:
-                a.setflags(write=False)
-            self._triples[key] = out
+                return empty()
+            out = cache[key] = derive(ring, self.per_key)
             return out
 
     def complete_from(self, queue: str, owner_kind: str) -> float:
@@ -223,3 +214,19 @@ class RuntimeHistory:
             out = [GangArrival(k, g[0], g[1], g[2], g[3], g[4], g[5], g[6])
                    for k, g in self._gangs.items() if lo < g[0] <= now]
         return max(0.0, now - lo), out
+
+
+def _sorted_runs(ring: list, per_key: int) -> np.ndarray:
+    """A ring's kept run times, sorted ascending, read-only (``RuntimeHistory.samples``)."""
+    out = np.sort(ring[0][: min(ring[3], per_key)])
+    out.setflags(write=False)
+    return out
+
+
+def _run_triples(ring: list, per_key: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A ring's kept (run times, limits, finishes), copied, read-only (``RuntimeHistory.runs``)."""
+    n = min(ring[3], per_key)
+    out = tuple(a[:n].copy() for a in ring[:3])
+    for a in out:
+        a.setflags(write=False)
+    return out
