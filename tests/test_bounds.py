@@ -134,7 +134,7 @@ def test_band_of_a_gang_the_nodes_can_hold_is_bounded_too():
 def test_the_draws_agree_with_the_exact_band(monkeypatch):
     # Just under the budgets the band is exact; forced onto the draws it must say the same
     # within sampling error.
-    from webhook.engine import wait
+    from webhook.engine.wait import band as wait
 
     snap = many_pod_cluster(n=32, max_pods=50)
     g = gang(pod_set("w", 1000, cpu=0.001))
