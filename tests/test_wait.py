@@ -1,4 +1,4 @@
-"""Expected wait (webhook/engine/wait.py): the reservation sweep, the p50/p90 band, the
+"""Expected wait (webhook/engine/wait/): the reservation sweep, the p50/p90 band, the
 lifetime model, RuntimeHistory, and the runtime-limit fields pod_from_k8s fills.
 
 Exact values come from FIELD-NOTES §5 (busy nodes free at [0.5, 2, 3, 7, 9, 20] h, K=3 → 3 h;
