@@ -199,3 +199,34 @@ def test_quota_hint_when_one_pod_exceeds_the_maximum(capsys, tmp_path):
     assert code == 1
     assert "One pod alone asks for more nvidia.com/gpu than the queue's maximum" in out
     assert "at most 0 pods" not in out
+
+
+def _gpu_node(labels: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": labels},
+            "status": {"allocatable": {GPU: "0", "cpu": "96", "memory": "1Ti", "pods": "110"},
+                       "capacity": {GPU: "0", "cpu": "96", "memory": "1Ti", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+@pytest.mark.parametrize("labels", [
+    {"nvidia.com/gpu.count": str(2**70)},                     # past int64: OverflowError in the snapshot
+    {"nvidia.com/gpu.count": "²"},                            # str.isdigit() but not int(): ValueError
+    {"nvidia.com/gpu.count": str(2**62), "nvidia.com/mig.config": "all-1g.10gb"},   # 7 × 2**62 slices
+    {"nvidia.com/gpu.count": "٣", "nvidia.com/mig.config": "all-1g.10gb"},          # a non-ASCII digit
+])
+def test_a_gpu_count_label_no_node_could_have_is_ignored_not_a_crash(labels):
+    # One node's garbage label used to raise out of build_snapshot, so a dump could not be read
+    # and the live cache could not build a snapshot at all (every admission failing open).
+    from webhook.adapters.cluster import build_snapshot
+
+    snap = build_snapshot([_gpu_node(labels)])
+    assert len(snap.nodes) == 1
+    # Read as a node without the label: nothing repairable beyond what it advertises.
+    assert int(snap.ever_alloc[0].max()) < 2**63 and int(snap.ever_alloc[0, snap.col["cpu"]]) == 96_000
+
+
+def test_a_plausible_gpu_count_label_still_marks_the_missing_gpus_repairable():
+    from webhook.adapters.cluster import build_snapshot
+
+    snap = build_snapshot([_gpu_node({"nvidia.com/gpu.count": "8"})])
+    assert int(snap.ever_alloc[0, snap.col[GPU]]) == 8

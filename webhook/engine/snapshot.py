@@ -27,6 +27,7 @@ from .model import (
     Taint,
     VolcanoState,
 )
+from .quantity import MAX_QUANTITY
 
 __all__ = ["ClusterSnapshot", "NodeClass", "PER_NODE_LABELS", "BASE_RESOURCES", "DEFAULT_MAX_PODS"]
 
@@ -64,9 +65,22 @@ def expected_mig_slices(labels: Mapping[str, str]) -> tuple[str, int] | None:
     per_gpu = MIG_SLICES_PER_GPU.get(profile.split(".", 1)[0])
     if per_gpu is None:
         return None
-    count = labels.get(GPU_COUNT_LABEL, "1")
-    gpus = int(count) if count.isdigit() else 1
+    gpus = label_gpu_count(labels)
+    gpus = 1 if gpus is None or gpus * per_gpu > MAX_QUANTITY else gpus
     return f"nvidia.com/mig-{profile}", per_gpu * gpus
+
+
+def label_gpu_count(labels: Mapping[str, str]) -> int | None:
+    """GPUs the ``nvidia.com/gpu.count`` label reports (a device count), or None when the label
+    is absent or no node could have that many: not ASCII digits (a label value is ASCII; ``²``
+    passes ``str.isdigit`` but not ``int``) or above the largest quantity (2**63 − 1) the
+    snapshot's int64 columns hold. A label ignored reads as a node without it: nothing repairable
+    beyond what the node advertises — never more capacity than it states, never a crash."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if not isinstance(count, str) or not (count.isascii() and count.isdigit()) or len(count) > 19:
+        return None
+    n = int(count)
+    return n if n <= MAX_QUANTITY else None
 
 
 def _classify(items, keep) -> tuple[np.ndarray, tuple["NodeClass", ...]]:
@@ -260,11 +274,11 @@ def _repairable_devices(nodes: tuple[Node, ...], names: dict[str, None]) -> tupl
             mig_expected[i] = exp
             names.setdefault(exp[0], None)
     for i, n in enumerate(nodes):
-        count = n.labels.get(GPU_COUNT_LABEL)
+        count = label_gpu_count(n.labels)
         mig_mixed = n.labels.get("nvidia.com/mig.strategy") == "mixed" and n.labels.get(
             MIG_CONFIG_LABEL, "all-disabled") != "all-disabled"
-        if count and count.isdigit() and int(count) > n.capacity.get(GPU, 0) and not mig_mixed:
-            labelled_gpus[i] = int(count)
+        if count is not None and count > n.capacity.get(GPU, 0) and not mig_mixed:
+            labelled_gpus[i] = count
             names.setdefault(GPU, None)
     return mig_expected, labelled_gpus
 
