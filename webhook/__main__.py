@@ -1,3 +1,5 @@
+"""``python -m webhook``: the ``gangcheck`` command line (webhook/cli.py), exit code and all."""
+
 import sys
 
 from .cli import main
