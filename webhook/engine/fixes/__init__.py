@@ -49,7 +49,7 @@ from .bundles import _gaining_alone, _int64_rows, _node_bundle
 from .commands import SUSPEND
 from .compute import compute_fixes
 from .consolidation import _apply_placement, _consolidation, _displacing_fix
-from .costs import _Gain, _pack_cost, set_cost
+from .costs import _Gain, _pack_cost, _violations, set_cost
 from .local import NODE_LOCAL_BUDGET_WORK, NODE_LOCAL_SUBSETS, node_local_victims
 from .prep import _FAST_PATHS, _Prep
 from .ranking import ACTION_RANK, Fix, Victim, rank_fixes

@@ -13,10 +13,31 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from .ranking import _NEG_INF
-from .units import Unit, _unit_pack
+from .units import Unit
 
 __all__ = ["set_cost"]
 
+
+def _violations(units: Sequence[Unit], chosen: Iterable[int]) -> int:
+    """PDB violations of evicting the chosen units together: their ``pdb`` summed, plus the
+    budgets whose selected pods among all of them exceed the budget's allowance."""
+    fixed = 0
+    evicted: dict[int, int] | None = None
+    allowed: dict[int, int] = {}
+    for i in chosen:
+        u = units[i]
+        fixed += u.pdb
+        if u.budgets:
+            if evicted is None:
+                evicted = {}
+            for bi, n, a in u.budgets:
+                evicted[bi] = evicted.get(bi, 0) + n
+                allowed[bi] = a
+    if evicted:
+        for bi, n in evicted.items():
+            if n > allowed[bi]:
+                fixed += 1
+    return fixed
 
 def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
     """Lexicographic cost of evicting the chosen units (indices): see the module doc.
@@ -25,12 +46,30 @@ def set_cost(units: Sequence[Unit], chosen: Iterable[int]) -> tuple:
     selected pods among all chosen units exceed its allowance (``Unit.budgets``), counted once.
     """
     chosen = list(chosen)
-    return _pack_cost({i: _unit_pack(units[i]) for i in chosen}, chosen)
+    if not chosen:
+        return (0, _NEG_INF, 0, 0, 0, 0.0)
+    tenants: set[str] = set()
+    pdb = pods = gpus = 0
+    hours = 0.0
+    prio = _NEG_INF
+    budgeted = False
+    for i in chosen:
+        u = units[i]
+        pdb += u.pdb
+        if u.budgets:
+            budgeted = True
+        prio = max(prio, u.priority)
+        tenants |= u.tenants
+        pods += len(u.pods)
+        gpus += u.gpus
+        hours += u.hours
+    if budgeted:
+        pdb = _violations(units, chosen)
+    return (pdb, prio, len(tenants), pods, gpus, round(hours, 6))
 
 
 def _pack_cost(packs: Sequence[tuple], chosen: Iterable[int]) -> tuple:
-    """``set_cost`` from the units' ``_unit_pack`` (``packs[i]`` for each chosen index): the
-    searches call it with their own packs; ``set_cost`` with the units'."""
+    """``set_cost(units, chosen)`` from the units' ``_unit_pack``: the same sums, in the same order."""
     chosen = list(chosen)
     if not chosen:
         return (0, _NEG_INF, 0, 0, 0, 0.0)
