@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from functools import lru_cache
 
+from .autoscale.model import AutoscalingPolicy
 from .model import GangRequest
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "EngineOptions", "is_gpu_resource", "all_or_nothing"]
@@ -33,7 +34,8 @@ class EngineOptions:
     ``plain_jobs_as_gangs``: treat workloads whose pods are scheduled one by one
     (``GangRequest.all_or_nothing`` False: a plain batch Job, a RayCluster without a batch
     scheduler) as gangs anyway, for clusters where they are (Kueue waitForPodsReady, an
-    operator-wide gang scheduler).
+    operator-wide gang scheduler). ``autoscaling``: the policy's autoscaling section
+    (``autoscale.AutoscalingPolicy``: assume a scale-up, node shapes, provisioning time).
     """
 
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
@@ -41,6 +43,7 @@ class EngineOptions:
     extended_resource_toleration: bool = True
     namespace_default_tolerations: bool = False
     plain_jobs_as_gangs: bool = False
+    autoscaling: AutoscalingPolicy = field(default_factory=AutoscalingPolicy)
 
     def is_gpu(self, resource: str) -> bool:
         """True when ``resource`` names an accelerator (matches a ``gpu_resources`` entry)."""

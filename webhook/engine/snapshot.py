@@ -27,6 +27,7 @@ from .model import (
     Taint,
     VolcanoState,
 )
+from .autoscale.model import AutoscalingState
 from .quantity import MAX_QUANTITY
 
 __all__ = ["ClusterSnapshot", "NodeClass", "PER_NODE_LABELS", "BASE_RESOURCES", "DEFAULT_MAX_PODS"]
@@ -127,6 +128,7 @@ class ClusterSnapshot:
             advertises fewer GPUs), allocatable otherwise.
         node_class: int array [nodes], index into ``classes``.
         kueue, volcano, priority_classes: queue state and PriorityClass values.
+        autoscaling: what node autoscalers could add (``autoscale.AutoscalingState``; empty when none).
         skipped: kind → count of objects in the source the engine does not use.
         source: where it came from (a path, "demo", "live").
         as_of: the time (epoch seconds) the state describes when it is not "now" (the demo's
@@ -150,11 +152,14 @@ class ClusterSnapshot:
         extra_resources: Iterable[str] = (),
         as_of: float | None = None,
         disruption_budgets: Iterable[DisruptionBudget] = (),
+        autoscaling: AutoscalingState | None = None,
     ) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.pods: tuple[BoundPod, ...] = tuple(pods)
         #: PodDisruptionBudgets (policy/v1); the fixes count the ones an eviction would violate.
         self.disruption_budgets: tuple[DisruptionBudget, ...] = tuple(disruption_budgets)
+        #: What node autoscalers could add (Karpenter NodePools, cluster-autoscaler node groups).
+        self.autoscaling = autoscaling or AutoscalingState()
         self.kueue = kueue or KueueState()
         self.volcano = volcano or VolcanoState()
         self.priority_classes = MappingProxyType(dict(priority_classes or {}))
