@@ -254,7 +254,7 @@ def test_limits_taken_by_idle_nodes_are_no_proof_consolidation_may_free_them():
 def test_no_matching_pool_keeps_the_proof_and_names_the_requirement():
     a100 = ScaleUpSource("a100", requirements=(Req("nvidia.com/gpu.product", "In", ("A100",)),))
     d = evaluate(h100_cluster(a100), train())
-    assert d.verdict == "NeverFits" and d.reasons[0] == "NoMatchingScaleUp"
+    assert d.verdict == "NeverFits" and d.reasons[:2] == ["ExceedsClusterCapacity", "NoMatchingScaleUp"]
     assert "nvidia.com/gpu.product In [H100] not in nvidia.com/gpu.product In [A100]" in d.message
 
 

@@ -229,7 +229,7 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
         main = next(i for i, ev in enumerate(evals) if ev.ps is primary_pod_set([e.ps for e in evals], options))
         why = "; ".join(f"{s.label}: {mismatch(s, cons[main][0]) or 'no match'}" for s in sources[:4])
         findings.append(Finding("NoMatchingScaleUp", NEVER_FITS,
-            f"no autoscaler can add a node this gang's pods may use ({why})",
+            f"No autoscaler can add a node this gang's pods may use ({why})",
             {"sources": {s.name: mismatch(s, cons[main][0]) or "" for s in sources}}))
         return True
     if capacity:
