@@ -349,3 +349,16 @@ def test_policy_pools_apply_by_name_or_stand_alone():
     assert [s.name for s in out] == ["gpu", "spot"]                    # weight first
     assert out[0].max_new_nodes == 3 and out[0].node_shape == NODE8
     assert out[1].kind == "PolicyPool" and out[1].nodes == 1 and out[1].max_new_nodes == 3
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_adding_autoscalers_never_turns_an_admitted_gang_into_a_denial(c):
+    # Monotone: what the autoscalers could add only widens what may run.
+    existing, sources, pod_sets = c
+    gang = GangRequest("JobSet", "g", "ns", tuple(pod_sets))
+    without = evaluate(ClusterSnapshot(existing), gang)
+    for k in range(1, len(sources) + 1):
+        with_ = evaluate(ClusterSnapshot(existing, autoscaling=AutoscalingState(sources=tuple(sources[:k]))), gang)
+        if with_.verdict == "NeverFits":
+            assert without.verdict == "NeverFits", (with_.reasons, without.reasons)
