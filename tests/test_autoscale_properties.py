@@ -362,3 +362,17 @@ def test_adding_autoscalers_never_turns_an_admitted_gang_into_a_denial(c):
         with_ = evaluate(ClusterSnapshot(existing, autoscaling=AutoscalingState(sources=tuple(sources[:k]))), gang)
         if with_.verdict == "NeverFits":
             assert without.verdict == "NeverFits", (with_.reasons, without.reasons)
+
+
+def test_a_pod_set_no_source_matches_is_told_as_no_match_even_when_another_pod_set_matches():
+    # The launcher may use the CPU pool; the 8-GPU workers match no pool and 3 nodes hold 3.
+    cpu_pool = ScaleUpSource("cpu", labels={"role": "cpu"})
+    nodes = [Node(f"n{i}", labels=H100, capacity=NODE8, allocatable=NODE8) for i in range(3)]
+    snap = ClusterSnapshot(nodes, autoscaling=AutoscalingState(sources=(cpu_pool,)))
+    gang = GangRequest("MPIJob", "m", "ml", (PodSet("launcher", 1, {"cpu": 1000}),
+                                              PodSet("worker", 8, {"cpu": 8000, GPU: 8}, node_selector=H100)))
+    d = evaluate(snap, gang)
+    assert d.verdict == "NeverFits" and d.reasons[:2] == ["ExceedsClusterCapacity", "NoMatchingScaleUp"]
+    f = next(f for f in d.findings if f.code == "NoMatchingScaleUp")
+    assert f.data["pod_set"] == "worker" and f.data["pods_possible"] == 3 and f.data["pods_needed"] == 8
+    assert "no autoscaler can add a node it may use" in d.message

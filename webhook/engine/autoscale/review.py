@@ -91,7 +91,7 @@ def _pod_set_proof(snap, ev: PodSetEval, matched: list[ScaleUpSource], sources, 
     existing = int(ev.k_ever.sum())
     room = _sum(rooms)
     if room is not None and existing + room < ps.count:
-        return Finding("ExceedsScaleUpLimits", NEVER_FITS,
+        return Finding("ExceedsScaleUpLimits" if matched else "NoMatchingScaleUp", NEVER_FITS,
             f"{label}: the existing nodes hold at most {existing} such pods even when empty, and "
             + (", ".join(f"{s.label} at most {r} more ({_limits_text(s)})" for s, r in zip(matched, rooms)) if matched
                else "no autoscaler can add a node it may use")
