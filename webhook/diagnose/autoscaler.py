@@ -122,7 +122,7 @@ def _source_fact(s: ScaleUpSource, pod_sets, consts, main: int, req: Mapping[str
     need = min(missing, room) if room is not None else missing
     pool = assigned.get(s.name) or {}
     return {
-        "name": s.name, "kind": s.kind, "origin": s.origin, "weight": s.weight,
+        "name": s.name, "kind": s.kind, "label": s.label, "origin": s.origin, "weight": s.weight,
         "matches": matches, "mismatches": why,
         "limits": {r: int(v) for r, v in s.limits.items()},
         "in_use": {r: int(v) for r, v in s.in_use.items()},
@@ -171,7 +171,7 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
     p50, p90, basis = provisioning_estimate(snap, options, sources=[s for s in sources if any(e["name"] == s.name for e in matching)]
                                             or sources)
     facts.update(
-        matching=[_label(e) for e in matching],
+        matching=[e["label"] for e in matching],
         sources=entries[:SOURCES_SHOWN],
         provisioning={"p50_s": int(round(p50)), "p90_s": int(round(p90)), "basis": basis},
         provisioning_requests=[_pr_fact(p) for p in prs[:SOURCES_SHOWN]],
@@ -181,10 +181,6 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
     status, summary, meaning = _judge(view, missing, matching, entries, prs, p50, basis)
     return AutoscalerStep(question=QUESTION, command=_step_command(gang, prs, matching, entries), summary=summary,
                           meaning=meaning, status=status, **facts)
-
-
-def _label(e: Mapping[str, Any]) -> str:
-    return ScaleUpSource(e["name"], kind=e["kind"]).label
 
 
 def _pr_fact(p: ProvisioningRequestInfo) -> dict[str, Any]:
@@ -226,7 +222,7 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
         return ("blocking" if failed else "ok", "", "The gang needs no new nodes: it fits on the nodes that exist." + pr_txt)
     ps = view.pod_sets[view.main].name
     if not matching:
-        why = "; ".join(f"{_label(e)}: {e['mismatches'].get(ps, ['?'])[0]}" for e in entries[:SAMPLES])
+        why = "; ".join(f"{e['label']}: {e['mismatches'].get(ps, ['?'])[0]}" for e in entries[:SAMPLES])
         more = f"; … and {len(entries) - SAMPLES} more" if len(entries) > SAMPLES else ""
         return ("blocking", f"no autoscaler can add nodes for pod set {ps}",
                 f"{plural(missing, 'pod')} of pod set {ps} need new nodes, and no autoscaler can add a node they may use — "
@@ -238,14 +234,14 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
     pending = sum(e["pending"] for e in matching)
     pend_txt = f" {plural(pending, 'node')} already launched, not Ready yet." if pending else ""
     if room is not None and room < missing:
-        lim = "; ".join(f"{_label(e)}: {_limits_text(e)}" for e in matching[:SAMPLES])
+        lim = "; ".join(f"{e['label']}: {_limits_text(e)}" for e in matching[:SAMPLES])
         return ("blocking", f"autoscaler limits leave room for {room} of the {missing} pod(s) that need new nodes",
                 f"{plural(missing, 'pod')} of pod set {ps} need new nodes; the matching sources can add room for only {room} under "
                 f"their limits ({lim}). Raise a limit (see the fixes) or wait for their nodes to free.{pend_txt}" + pr_txt)
     first = next((e for e in matching if e["pods_room"] != 0), matching[0])
     nodes = first["nodes_needed"]
     adds = f"{plural(nodes, 'new node')}" if nodes is not None else "new nodes (their size is not known here)"
-    summary = f"{plural(missing, 'pod')} wait for new nodes from {', '.join(_label(e) for e in matching[:SAMPLES])}, {prov}"
+    summary = f"{plural(missing, 'pod')} wait for new nodes from {', '.join(e['label'] for e in matching[:SAMPLES])}, {prov}"
     return ("blocking" if failed else "info", summary,
-            f"{plural(missing, 'pod')} of pod set {ps} need new nodes: {_label(first)} can add {adds} "
+            f"{plural(missing, 'pod')} of pod set {ps} need new nodes: {first['label']} can add {adds} "
             f"({_limits_text(first)}), {prov}.{pend_txt} The gang waits for them; nothing to fix unless that is too long." + pr_txt)

@@ -223,8 +223,7 @@ def _source_line(e: Mapping[str, Any]) -> str:
     """"NodePool gpu-h100 (weight 10): takes worker; nvidia.com/gpu limit 512, 24 in use, 488 left;
     3 nodes, 2 pending NodeClaims; room for 61 pods, 61 new nodes needed" — or why it does not
     match, pod set by pod set."""
-    kind = {"NodePool": "NodePool", "NodeGroup": "node group", "PolicyPool": "policy pool"}.get(e["kind"], e["kind"])
-    head = f"{kind} {e['name']}" + (f" (weight {e['weight']})" if e.get("weight") else "")
+    head = e["label"] + (f" (weight {e['weight']})" if e.get("weight") else "")
     why = e.get("mismatches") or {}
     parts = []
     if e.get("matches"):
@@ -239,6 +238,8 @@ def _source_line(e: Mapping[str, Any]) -> str:
     pending = e.get("pending", 0)
     parts.append(f"{plural(e.get('nodes', 0), 'node')}, "
                  + (plural(pending, "pending NodeClaim") if e["kind"] == "NodePool" else f"{pending} pending"))
+    if e.get("provisioning_s") is not None:
+        parts.append(f"~{format_duration(e['provisioning_s'])} to Ready")
     if e.get("matches"):
         room = "unbounded room" if e.get("pods_room") is None else f"room for {plural(e['pods_room'], 'pod')}"
         if e.get("nodes_needed") is not None:

@@ -229,7 +229,7 @@ class AutoscalerStep(Step):
     ``summary`` follow), ``sources_total``, ``summary`` (a phrase for the verdict line, "" when
     none), ``pods_missing`` (pods of the main shape that need new nodes), ``matching`` (labels of
     the sources the main pod set may use, "NodePool gpu-h100"), ``sources`` (the first 10, in
-    Karpenter's order: {name, kind, origin, weight, matches [pod set], mismatches {pod set:
+    Karpenter's order: {name, kind, label ("NodePool gpu-h100"), origin, weight, matches [pod set], mismatches {pod set:
     [reason]}, limits, in_use, remaining {resource: amount}, max_new_nodes, nodes, pending
     (NodeClaims not Ready), node_shape, provisioning_s, pods_room (main shape; null =
     unbounded), pods_assigned, nodes_needed, commands [str]}), ``provisioning`` {p50_s, p90_s,
