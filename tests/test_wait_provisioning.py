@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from builders import gang, node, pod, pod_set, snapshot
 from webhook.engine.autoscale.model import AutoscalingPolicy, AutoscalingState, ScaleUpSource
 from webhook.engine.evaluate import EngineOptions, evaluate, expected_wait
-from webhook.engine.wait.provisioning import MIN_SAMPLES, provisioning_estimate, with_provisioning
+from webhook.engine.wait.provisioning import MIN_SAMPLES, provisioning_estimate, scale_up_wait, with_provisioning
 
 NOW = 1_000_000.0
 H100 = ScaleUpSource("gpu-h100", limits={"nvidia.com/gpu": 512}, in_use={"nvidia.com/gpu": 24}, nodes=3)
@@ -127,3 +127,19 @@ def test_the_wait_is_the_sooner_quantile_by_quantile(e50, e90, p50, spread, unkn
     assert (out["p50_s"], out["p90_s"]) == (best50, best90)
     assert out["p50_s"] <= out["p90_s"] and out["unknown"] is False
     assert set(expected) - {"blocked_by"} <= set(out)
+
+
+def test_scale_up_wait_uses_the_pools_the_gang_is_assigned_to():
+    slow = ScaleUpSource("slow", provisioning_s=1800.0)
+    snap = _snap(sources=(H100, slow))
+    data = {"eligible_nodes": 3, "pods_missing": 61, "provisioning_s": 300.0,
+            "pools": [{"name": "gpu-h100", "kind": "NodePool", "origin": "", "pods": 61, "nodes_needed": 61, "pods_room": 61,
+                       "limits": {}, "in_use": {}, "remaining": {}}], "unmatched": {"slow": "x"}}
+    out = scale_up_wait(snap, EngineOptions(), None, data)
+    # slow's 30 min is not the gang's: gpu-h100 states none, so the policy default
+    assert out["text"] == "new nodes from NodePool gpu-h100: ~5m to Ready (the policy's default)"
+    learned = scale_up_wait(_snap([250] * 6, sources=(H100, slow)), EngineOptions(), None, data)
+    assert learned["text"] == "new nodes from NodePool gpu-h100: ~4m to Ready (learned from 6 NodeClaims)"
+    # a pool the data names that the snapshot does not have: no name, every source counts
+    gone = scale_up_wait(snap, EngineOptions(), None, {"pools": [{"name": "x", "kind": "NodePool"}]})
+    assert gone["text"] == "new nodes: ~30m to Ready (stated for NodePool slow)"

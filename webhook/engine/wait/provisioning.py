@@ -34,7 +34,7 @@ from ..snapshot import ClusterSnapshot
 from .band import quantiles
 from .result import format_duration
 
-__all__ = ["MIN_SAMPLES", "provisioning_estimate", "with_provisioning", "provisioning_text"]
+__all__ = ["MIN_SAMPLES", "provisioning_estimate", "with_provisioning", "provisioning_text", "scale_up_wait"]
 
 #: Launch → Ready samples needed before the learned quantiles replace the declared times.
 MIN_SAMPLES = 5
@@ -148,3 +148,18 @@ def with_provisioning(expected: Mapping[str, Any] | None, p50_s: float, p90_s: f
                        f"the sooner of {prov_text} and running work ending ({was})")
     out["provisioning"] = {**prov, "chosen": chosen}
     return out
+
+
+def scale_up_wait(snap: ClusterSnapshot, options: Any, expected: Mapping[str, Any] | None,
+                  needs_scale_up: Mapping[str, Any]) -> dict[str, Any]:
+    """``with_provisioning`` for a gang with a NeedsScaleUp finding: ``needs_scale_up`` is its
+    ``data`` (``pools``: [{name, kind, ...}], the sources the gang's pods are assigned to); the
+    provisioning time is that of those sources (``provisioning_estimate(..., sources=...)``,
+    learned first), the text names them. ``expected``: the wait over the existing nodes, or None."""
+    from ..autoscale.sources import effective_sources
+
+    wanted = [(p.get("kind"), p.get("name")) for p in needs_scale_up.get("pools") or () if isinstance(p, Mapping)]
+    by_key = {(s.kind, s.name): s for s in effective_sources(snap, options)}
+    used = [by_key[k] for k in wanted if k in by_key]
+    p50, p90, basis = provisioning_estimate(snap, options, sources=used or None)
+    return with_provisioning(expected, p50, p90, basis, pools=[s.label for s in used])
