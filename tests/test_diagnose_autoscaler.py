@@ -179,3 +179,26 @@ def test_the_gangs_provisioning_requests_by_its_workload():
     assert gang_provisioning_requests(with_wl, g) == [renamed]
     # Without Workloads: Kueue's name for the gang's Workload.
     assert gang_provisioning_requests(_snap(prs=[renamed, stale, elsewhere, OTHER_PR]), g) == [renamed, stale]
+
+
+def test_provisioning_requests_without_a_readable_node_group_say_it_is_unknown():
+    snap, g = _snap(prs=[replace(OWN_PR, state="Accepted", message="")], notes=["cluster-autoscaler-status: format not understood"]), _train()
+    st = _report(snap, g, _decision(snap, g, 61)).step("autoscaler")
+    assert (st.status, st.sources_total, st.sources, st.summary) == ("info", 0, [], "")
+    assert st.meaning == ("61 pods of pod set worker need new nodes; the cluster shows ProvisioningRequests but no NodePool or node "
+                          "group gangcheck could read, so what the autoscaler may add is unknown (see the notes).")
+
+
+def test_the_engines_assignment_is_shown_per_source():
+    # A node group and a NodePool of the same name: the finding's pools are told apart by kind.
+    ng = ScaleUpSource("gpu-h100", kind="NodeGroup", max_new_nodes=10, node_shape=H100, requirements=None, taints=None)
+    snap, g = _snap([_h100(), ng]), _train()
+    d = _decision(snap, g, 61)
+    need = next(f for f in d.findings if f.code == "NeedsScaleUp")
+    pools = [{"name": "gpu-h100", "kind": "NodePool", "pods": 51, "nodes_needed": 51},
+             {"name": "gpu-h100", "kind": "NodeGroup", "pods": 10, "nodes_needed": 10}]
+    d.findings[d.findings.index(need)] = replace(need, data={"pods_missing": 61, "pools": pools})
+    st = _report(snap, g, d).step("autoscaler")
+    assert [(e["label"], e["pods_assigned"], e["nodes_needed"], e["pods_room"]) for e in st.sources] == [
+        ("NodePool gpu-h100", 51, 51, 61), ("node group gpu-h100", 10, 10, 10)]
+    assert st.status == "info"

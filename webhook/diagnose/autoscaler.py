@@ -120,7 +120,7 @@ def _source_fact(s: ScaleUpSource, pod_sets, consts, main: int, req: Mapping[str
             matches.append(ps.name)
     room = pods_room(s, req, mpn) if pod_sets[main].name in matches else 0
     need = min(missing, room) if room is not None else missing
-    pool = assigned.get(s.name) or {}
+    pool = assigned.get((s.kind, s.name)) or {}
     return {
         "name": s.name, "kind": s.kind, "label": s.label, "origin": s.origin, "weight": s.weight,
         "matches": matches, "mismatches": why,
@@ -165,11 +165,12 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
         ps = pod_sets[view.main]
         req = {r: int(v) for r, v in ps.requests.items() if v}
         need_up = next((f for f in d.findings if f.code == "NeedsScaleUp"), None)
-        assigned = {p.get("name"): p for p in ((need_up.data.get("pools") or []) if need_up is not None else []) if isinstance(p, Mapping)}
+        pools = (need_up.data.get("pools") or []) if need_up is not None else []
+        assigned = {(p.get("kind"), p.get("name")): p for p in pools if isinstance(p, Mapping)}
         entries = [_source_fact(s, pod_sets, consts, view.main, req, ps.max_per_node, missing, assigned) for s in sources]
         matching = [e for e in entries if ps.name in e["matches"]]
-    p50, p90, basis = provisioning_estimate(snap, options, sources=[s for s in sources if any(e["name"] == s.name for e in matching)]
-                                            or sources)
+    used = [s for s, e in zip(sources, entries) if e in matching]
+    p50, p90, basis = provisioning_estimate(snap, options, sources=used or sources)
     facts.update(
         matching=[e["label"] for e in matching],
         sources=entries[:SOURCES_SHOWN],
@@ -221,6 +222,10 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
     if missing <= 0:
         return ("blocking" if failed else "ok", "", "The gang needs no new nodes: it fits on the nodes that exist." + pr_txt)
     ps = view.pod_sets[view.main].name
+    if not entries:
+        return ("blocking" if failed else "info", "",
+                f"{plural(missing, 'pod')} of pod set {ps} need new nodes; the cluster shows ProvisioningRequests but no NodePool or "
+                "node group gangcheck could read, so what the autoscaler may add is unknown (see the notes)." + pr_txt)
     if not matching:
         why = "; ".join(f"{e['label']}: {e['mismatches'].get(ps, ['?'])[0]}" for e in entries[:SAMPLES])
         more = f"; … and {len(entries) - SAMPLES} more" if len(entries) > SAMPLES else ""
