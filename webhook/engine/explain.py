@@ -29,7 +29,8 @@ __all__ = ["ORDER", "now_findings", "group_findings", "competition_findings", "h
 
 # Order in which findings are told (most important first).
 ORDER = [
-    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
+    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ExceedsScaleUpLimits", "NoMatchingScaleUp", "NeedsScaleUp",
+    "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
     "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
