@@ -81,7 +81,8 @@ def test_a_nodepool_that_can_add_the_nodes():
         "remaining": {GPU: 488}, "nodes": 3, "pending": 2, "pods_room": 61, "nodes_needed": 61}
     # requirement by requirement, in Karpenter's words
     assert cpu["matches"] == [] and cpu["mismatches"] == {"worker": [
-        "key node.kubernetes.io/instance-type, In [p5.48xlarge] not in In [m5.large]",
+        "key node.kubernetes.io/instance-type, node.kubernetes.io/instance-type In [p5.48xlarge] not in "
+        "node.kubernetes.io/instance-type In [m5.large]",
         "taint dedicated=cpu:NoSchedule is not tolerated"]}
     assert st.provisioning == {"p50_s": 250, "p90_s": 300, "basis": "learned from 12 NodeClaims"}
     # only the gang's own ProvisioningRequest (Kueue's name for its Workload), and it failed: blocking
@@ -100,8 +101,9 @@ def test_a_nodepool_that_can_add_the_nodes():
         "2 pending NodeClaims; room for 61 pods, 61 new nodes needed",
         "   found:   $ kubectl get nodeclaims.karpenter.sh -l karpenter.sh/nodepool=gpu-h100   # its NodeClaims: READY False "
         "= launched, not Ready yet",
-        "   found: NodePool cpu: does not take worker: key node.kubernetes.io/instance-type, In [p5.48xlarge] not in "
-        "In [m5.large]; taint dedicated=cpu:NoSchedule is not tolerated; no limits; 0 nodes, 0 pending NodeClaims",
+        "   found: NodePool cpu: does not take worker: key node.kubernetes.io/instance-type, node.kubernetes.io/instance-type "
+        "In [p5.48xlarge] not in node.kubernetes.io/instance-type In [m5.large]; taint dedicated=cpu:NoSchedule is not "
+        "tolerated; no limits; 0 nodes, 0 pending NodeClaims",
         "   found: ProvisioningRequest ml/pytorchjob-train-abcde-prov-1 (best-effort-atomic-scale-up.autoscaling.x-k8s.io, "
         "64 pods, Workload/pytorchjob-train-abcde): Failed — no capacity in zone a — cluster-autoscaler could not provision it; "
         "Kueue retries with a new request",
@@ -135,7 +137,7 @@ def test_limits_that_stop_it_block_and_the_fix_says_how_much():
     st = rep.step("autoscaler")
     assert st.status == "blocking" and st.sources[0]["pods_room"] == 5
     assert st.summary == "autoscaler limits leave room for 5 of the 61 pod(s) that need new nodes"
-    assert st.meaning.startswith("61 pods of pod set worker need new nodes; the matching sources can add room for only 5 under "
+    assert st.meaning.startswith("61 pods of pod set worker need new nodes; the matching sources can add room for only 5 now under "
                                  "their limits (NodePool gpu-h100: nvidia.com/gpu limit 64, 24 in use).")
     fix = next(f for f in rep.fixes if f["action"] == "raise-scale-limit")
     assert fix["summary"].startswith("raise NodePool gpu-h100's limit nvidia.com/gpu from 64 to 512 (24 in use)")
@@ -151,7 +153,8 @@ def test_no_pool_matches_neverfits_still_gets_the_step_and_the_widen_fix():
     rep = _report(snap, g, _decision(snap, g, 61, code="NoMatchingScaleUp", verdict=NEVER_FITS))
     st = rep.step("autoscaler")
     assert st.status == "blocking" and st.matching == []
-    assert st.sources[0]["mismatches"] == {"worker": ["key node.kubernetes.io/instance-type, In [p5.48xlarge] not in In [p4d.24xlarge]"]}
+    assert st.sources[0]["mismatches"] == {"worker": ["key node.kubernetes.io/instance-type, node.kubernetes.io/instance-type In [p5.48xlarge] not in "
+                                                   "node.kubernetes.io/instance-type In [p4d.24xlarge]"]}
     assert st.meaning.startswith("61 pods of pod set worker need new nodes, and no autoscaler can add a node they may use — "
                                  "NodePool gpu-h100: key node.kubernetes.io/instance-type")
     assert st.command == "kubectl get nodepools.karpenter.sh gpu-h100 -o yaml"
@@ -202,3 +205,38 @@ def test_the_engines_assignment_is_shown_per_source():
     assert [(e["label"], e["pods_assigned"], e["nodes_needed"], e["pods_room"]) for e in st.sources] == [
         ("NodePool gpu-h100", 51, 51, 61), ("node group gpu-h100", 10, 10, 10)]
     assert st.status == "info"
+
+
+# ---------------------------------------------------------------- with the engine's own verdict (autoscale.review)
+
+
+def test_end_to_end_needs_scale_up_and_the_limit_fix():
+    g = _train()
+    roomy = _snap([_h100(pending=0)], samples=())
+    rep = diagnose_report(roomy, g, 1e6)
+    assert rep.decision.verdict == "Waits" and "NeedsScaleUp" in rep.decision.reasons
+    st = rep.step("autoscaler")
+    assert (st.status, st.pods_missing, st.sources[0]["pods_assigned"], st.sources[0]["nodes_needed"]) == ("info", 61, 61, 61)
+    assert st.summary == "61 pods wait for new nodes from NodePool gpu-h100, ~5m to Ready (the policy's default)"
+    assert not any(f["action"] == "raise-scale-limit" for f in rep.fixes)
+    tight = _snap([_h100(limits={GPU: 64}, pending=0)], samples=())
+    rep = diagnose_report(tight, g, 1e6)
+    assert rep.decision.verdict == NEVER_FITS and rep.decision.reasons[0] == "ExceedsScaleUpLimits"
+    assert rep.step("autoscaler").status == "blocking"
+    assert [f["action"] for f in rep.fixes] == ["raise-scale-limit"]
+    assert rep.fixes[0]["summary"].startswith("raise NodePool gpu-h100's limit nvidia.com/gpu from 64 to 512 (24 in use)")
+
+
+def test_the_verdict_line_tells_new_nodes_once():
+    # As evaluate will carry it once the provisioning time is wired in (wait.provisioning).
+    from webhook.engine.wait.provisioning import scale_up_wait
+
+    g = _train()
+    snap = _snap([_h100(pending=0)], samples=())
+    d = evaluate(snap, g, EngineOptions(), now=1e6)
+    need = next(f for f in d.findings if f.code == "NeedsScaleUp")
+    d = replace(d, expected_wait=scale_up_wait(snap, EngineOptions(), d.expected_wait, need.data))
+    assert d.expected_wait["blocked_by"] == "scale-up"
+    verdict = _report(snap, g, d).verdict
+    assert verdict == ("PyTorchJob ml/train: Waits — capacity: 61 of 64 pods have no room now; 61 pods wait for new nodes "
+                       "from NodePool gpu-h100, ~5m to Ready (the policy's default).")

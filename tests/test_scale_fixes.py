@@ -268,3 +268,30 @@ def test_widened_finds_exactly_the_single_edits_that_match(case):
         if mismatches(cand, c2) == ():
             brute = True
     assert bool(got) == brute
+
+
+# ---------------------------------------------------------------- with the engine's own verdict (autoscale.review)
+
+
+def test_end_to_end_the_engines_neverfits_gets_the_fix_that_lifts_it():
+    g = _train(selector={ITYPE: "p5.48xlarge"})
+    for pool, action in ((_pool(limits={GPU: 64}), "raise-scale-limit"),
+                         (_pool(requirements=(Req(ITYPE, "In", ("p4d.24xlarge",)),), limits={GPU: 1024}), "widen-nodepool"),
+                         (_pool(taints=(Taint("gpu", "true", "NoSchedule"),), limits={GPU: 1024}), "tolerate-taint")):
+        snap = _cluster(pool)
+        d = evaluate(snap, g, EngineOptions())
+        assert d.verdict == NEVER_FITS and d.reasons[0] in ("ExceedsScaleUpLimits", "NoMatchingScaleUp"), d.reasons
+        (fix,) = compute_fixes(snap, g, d, 0.0, EngineOptions())
+        assert fix.action == action and fix.sufficient and fix.displaced_pods == 0
+        # carried out, the engine no longer proves NeverFits: a Waits with NeedsScaleUp
+        if action == "raise-scale-limit":
+            after = _cluster(replace(pool, limits={GPU: 512}))
+            g2 = g
+        elif action == "widen-nodepool":
+            after = _cluster(replace(pool, requirements=(Req(ITYPE, "In", ("p4d.24xlarge", "p5.48xlarge")),)))
+            g2 = g
+        else:
+            after = snap
+            g2 = _train(selector={ITYPE: "p5.48xlarge"}, tolerations=[toleration("gpu", "true", "NoSchedule")])
+        d2 = evaluate(after, g2, EngineOptions())
+        assert d2.verdict == WAITS and "NeedsScaleUp" in d2.reasons, (action, d2.reasons)

@@ -227,6 +227,7 @@ def verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: Sequence
     if "partial-gangs" in blockers:
         bits.append("partial gangs hold GPUs")
     w = d.expected_wait or {}
-    if w.get("blocked_by"):  # what it waits for instead of running work, as check and the webhook say
+    told = scale is not None and scale.get("summary") and w.get("blocked_by") == "scale-up"  # new nodes: said above
+    if w.get("blocked_by") and not told:  # what it waits for instead of running work, as check and the webhook say
         bits.append(w["text"])
     return f"{who}: Waits — " + ("; ".join(bits) if bits else d.message) + "."

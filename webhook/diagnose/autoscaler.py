@@ -161,7 +161,7 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
     else:
         pod_sets = view.pod_sets
         flavors = (d.quota or {}).get("flavors") or {}
-        consts = [pod_set_constraints(snap, ps, flavors) for ps in pod_sets]
+        consts = [pod_set_constraints(snap, ps, flavors, options) for ps in pod_sets]
         ps = pod_sets[view.main]
         req = {r: int(v) for r, v in ps.requests.items() if v}
         need_up = next((f for f in d.findings if f.code == "NeedsScaleUp"), None)
@@ -241,7 +241,7 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
     if room is not None and room < missing:
         lim = "; ".join(f"{e['label']}: {_limits_text(e)}" for e in matching[:SAMPLES])
         return ("blocking", f"autoscaler limits leave room for {room} of the {missing} pod(s) that need new nodes",
-                f"{plural(missing, 'pod')} of pod set {ps} need new nodes; the matching sources can add room for only {room} under "
+                f"{plural(missing, 'pod')} of pod set {ps} need new nodes; the matching sources can add room for only {room} now under "
                 f"their limits ({lim}). Raise a limit (see the fixes) or wait for their nodes to free.{pend_txt}" + pr_txt)
     first = next((e for e in matching if e["pods_room"] != 0), matching[0])
     nodes = first["nodes_needed"]

@@ -208,13 +208,14 @@ def scale_fixes(snap: ClusterSnapshot, gang: GangRequest, decision: Decision, vi
     its main pod set cannot add room for the pods missing under their caps, widen-nodepool /
     tolerate-taint when no source matches it and one is one edit away. [] without sources or
     without pods missing."""
-    sources = effective_sources(snap, options if options is not None else EngineOptions()) if view.pod_sets else ()
+    options = options if options is not None else EngineOptions()
+    sources = effective_sources(snap, options) if view.pod_sets else ()
     missing = _missing(decision, view)
     if not sources or missing <= 0:
         return []
     ps = view.pod_sets[view.main]
     req = {r: int(v) for r, v in ps.requests.items() if v}
-    c = pod_set_constraints(snap, ps, (decision.quota or {}).get("flavors") or {})
+    c = pod_set_constraints(snap, ps, (decision.quota or {}).get("flavors") or {}, options)
     matching = [s for s in sources if not mismatches(s, c)]
     if matching:
         return _limit_fixes(matching, req, ps.max_per_node, missing)

@@ -90,13 +90,18 @@ def _own_test(gang: GangRequest) -> Callable[[BoundPod], bool]:
     return own
 
 
-def pod_set_constraints(snap: ClusterSnapshot, ps: PodSet, flavors_now: Mapping[str, str]) -> Constraints:
+def pod_set_constraints(snap: ClusterSnapshot, ps: PodSet, flavors_now: Mapping[str, str], options: Any = None) -> Constraints:
     """The constraints of ``ps`` with the Kueue flavor the quota layer assigned it
     (``flavors_now``: pod set name → flavor name, ``decision.quota["flavors"]``): the flavor's
-    nodeLabels and tolerations added."""
+    nodeLabels and tolerations added; with ``options`` (``EngineOptions``) its admission
+    plugins (ExtendedResourceToleration, PodTolerationRestriction) as the engine has them."""
     fname = flavors_now.get(ps.name)
     flavor = snap.kueue.flavors.get(fname) if fname else None
-    return Constraints(ps, flavor.node_labels, flavor.tolerations) if isinstance(flavor, ResourceFlavor) else Constraints(ps)
+    kw = {} if options is None else {"extended_resource_toleration": options.extended_resource_toleration,
+                                     "namespace_default_tolerations": options.namespace_default_tolerations}
+    if isinstance(flavor, ResourceFlavor):
+        return Constraints(ps, flavor.node_labels, flavor.tolerations, **kw)
+    return Constraints(ps, **kw)
 
 
 def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | None = None, options: Any = None) -> GangView:
