@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..autoscale.model import ScaleUpSource
+from ..autoscale.sources import effective_sources
 from ..snapshot import ClusterSnapshot
 from .band import quantiles
 from .result import format_duration
@@ -156,8 +157,6 @@ def scale_up_wait(snap: ClusterSnapshot, options: Any, expected: Mapping[str, An
     ``data`` (``pools``: [{name, kind, ...}], the sources the gang's pods are assigned to); the
     provisioning time is that of those sources (``provisioning_estimate(..., sources=...)``,
     learned first), the text names them. ``expected``: the wait over the existing nodes, or None."""
-    from ..autoscale.sources import effective_sources
-
     wanted = [(p.get("kind"), p.get("name")) for p in needs_scale_up.get("pools") or () if isinstance(p, Mapping)]
     by_key = {(s.kind, s.name): s for s in effective_sources(snap, options)}
     used = [by_key[k] for k in wanted if k in by_key]
