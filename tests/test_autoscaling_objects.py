@@ -140,38 +140,31 @@ CA_YAML = textwrap.dedent("""\
     """)
 
 #: The text status of cluster-autoscaler before 1.30: WriteStatusConfigMap's prefix, then
-#: GetReadableString (clusterstate/api/utils.go) with clusterstate.go's Health messages.
-CA_LEGACY = textwrap.dedent("""\
-    Cluster-autoscaler status at 2023-05-02 08:15:00.123456789 +0000 UTC:
-    Cluster-wide:
-      Health:      Healthy (ready=4 unready=0 notStarted=0 longNotStarted=0 registered=4 longUnregistered=0)
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
-      ScaleUp:     NoActivity (ready=4 registered=4)
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
-      ScaleDown:   NoCandidates (candidates=0)
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
+#: GetReadableString (clusterstate/api/utils.go: per condition "%-12v %v (message)" and its two
+#: time lines) with clusterstate.go's Health messages.
+def _legacy_condition(kind: str, status: str, message: str) -> str:
+    times = "             LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC\n" \
+            "             LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC\n"
+    return f"  {kind + ':':<12} {status} ({message})\n" + "".join("  " + line + "\n" for line in times.splitlines())
 
-    NodeGroups:
-      Name:        aks-gpupool-12345678-vmss
-      Health:      Healthy (ready=2 unready=0 notStarted=1 longNotStarted=0 registered=3 longUnregistered=0 cloudProviderTarget=4 (minSize=1, maxSize=10))
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
-      ScaleUp:     InProgress (ready=2 cloudProviderTarget=4)
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
-      ScaleDown:   NoCandidates (candidates=0)
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
 
-      Name:        cpu-group
-      Health:      Healthy (ready=1 unready=0 notStarted=0 longNotStarted=0 registered=1 longUnregistered=0 cloudProviderTarget=1 (minSize=1, maxSize=1))
-                   LastProbeTime:      2023-05-02 08:14:59.9 +0000 UTC
-                   LastTransitionTime: 2023-05-01 10:00:00.1 +0000 UTC
-
-    """)
+CA_LEGACY = (
+    "Cluster-autoscaler status at 2023-05-02 08:15:00.123456789 +0000 UTC:\n"
+    "Cluster-wide:\n"
+    + _legacy_condition("Health", "Healthy", "ready=4 unready=0 notStarted=0 longNotStarted=0 registered=4 longUnregistered=0")
+    + _legacy_condition("ScaleUp", "NoActivity", "ready=4 registered=4")
+    + _legacy_condition("ScaleDown", "NoCandidates", "candidates=0")
+    + "\nNodeGroups:\n"
+    + "  Name:        aks-gpupool-12345678-vmss\n"
+    + _legacy_condition("Health", "Healthy", "ready=2 unready=0 notStarted=1 longNotStarted=0 registered=3 "
+                                             "longUnregistered=0 cloudProviderTarget=4 (minSize=1, maxSize=10)")
+    + _legacy_condition("ScaleUp", "InProgress", "ready=2 cloudProviderTarget=4")
+    + _legacy_condition("ScaleDown", "NoCandidates", "candidates=0")
+    + "\n  Name:        cpu-group\n"
+    + _legacy_condition("Health", "Healthy", "ready=1 unready=0 notStarted=0 longNotStarted=0 registered=1 "
+                                             "longUnregistered=0 cloudProviderTarget=1 (minSize=1, maxSize=1)")
+    + "\n"
+)
 
 
 # ---------------------------------------------------------------- NodePool

@@ -53,31 +53,39 @@ def test_assume_scale_up_and_disabled():
     assert parse_policy("autoscaling: {enabled: false}").engine_options().autoscaling.enabled is False
 
 
-@pytest.mark.parametrize("text, where, words", [
-    ("autoscaling: {nodePools: [{name: g, nodeShape: {cpu: lots}}]}", "autoscaling.nodePools.0.nodeShape", "cpu: expected a quantity"),
-    ("autoscaling: {nodePools: [{name: g, nodeShape: {nvidia.com/gpu: 0.5}}]}", "autoscaling.nodePools.0.nodeShape",
-     "whole numbers"),
-    ("autoscaling: {nodePools: [{name: g, nodeShape: {cpu: [1]}}]}", "autoscaling.nodePools.0.nodeShape", "expected a quantity"),
-    ("autoscaling: {nodePools: [{name: g, nodeShape: {memory: true}}]}", "autoscaling.nodePools.0.nodeShape", "expected a quantity"),
+def _pool(fragment: str) -> str:
+    return "autoscaling: {nodePools: [{name: a, %s}]}" % fragment
+
+
+#: (policy text, the field the error names, words of the message)
+BAD = [(_pool(frag), f"autoscaling.nodePools.0.{field}", words) for frag, field, words in (
+    ("nodeShape: {cpu: lots}", "nodeShape", "cpu: expected a quantity"),
+    ("nodeShape: {nvidia.com/gpu: 0.5}", "nodeShape", "whole numbers"),
+    ("nodeShape: {cpu: [1]}", "nodeShape", "expected a quantity"),
+    ("nodeShape: {memory: true}", "nodeShape", "expected a quantity"),
+    ("maxNodes: -1", "maxNodes", "greater than or equal to 0"),
+    ("maxNodes: 2.5", "maxNodes", "valid integer"),
+    ("maxNodes: '3'", "maxNodes", "valid integer"),
+    ("taints: [{key: k, effect: Sometimes}]", "taints.0.effect", "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'"),
+    ("taints: [{value: v}]", "taints.0.key", "Field required"),
+    ("labels: {x: [1]}", "labels.x", "valid string"),
+    ("provisioningSeconds: 0", "provisioningSeconds", "greater than 0"),
+    ("selector: {}", "selector", "Extra inputs"),
+)] + [
     ("autoscaling: {nodePools: [{name: a}, {name: a}]}", "autoscaling.nodePools", "listed twice"),
     ("autoscaling: {nodePools: [{name: ''}]}", "autoscaling.nodePools.0.name", "at least 1 character"),
     ("autoscaling: {nodePools: [{labels: {}}]}", "autoscaling.nodePools.0.name", "Field required"),
-    ("autoscaling: {nodePools: [{name: a, maxNodes: -1}]}", "autoscaling.nodePools.0.maxNodes", "greater than or equal to 0"),
-    ("autoscaling: {nodePools: [{name: a, maxNodes: 2.5}]}", "autoscaling.nodePools.0.maxNodes", "valid integer"),
-    ("autoscaling: {nodePools: [{name: a, maxNodes: '3'}]}", "autoscaling.nodePools.0.maxNodes", "valid integer"),
-    ("autoscaling: {nodePools: [{name: a, taints: [{key: k, effect: Sometimes}]}]}", "autoscaling.nodePools.0.taints.0.effect",
-     "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'"),
-    ("autoscaling: {nodePools: [{name: a, taints: [{value: v}]}]}", "autoscaling.nodePools.0.taints.0.key", "Field required"),
-    ("autoscaling: {nodePools: [{name: a, labels: {x: [1]}}]}", "autoscaling.nodePools.0.labels.x", "valid string"),
-    ("autoscaling: {nodePools: [{name: a, provisioningSeconds: 0}]}", "autoscaling.nodePools.0.provisioningSeconds", "greater than 0"),
-    ("autoscaling: {nodePools: [{name: a, selector: {}}]}", "autoscaling.nodePools.0.selector", "Extra inputs"),
     ("autoscaling: {provisioningSeconds: -5}", "autoscaling.provisioningSeconds", "greater than 0"),
     ("autoscaling: {provisioningSeconds: .inf}", "autoscaling.provisioningSeconds", "finite number"),
-    ("autoscaling: {enabled: 'yes'}", "autoscaling.enabled", "valid boolean"),
-    ("autoscaling: {assumeScaleUp: 1}", "autoscaling.assumeScaleUp", "valid boolean"),
-    ("autoscaling: {nodepools: []}", "autoscaling.nodepools", "Extra inputs"),
-    ("autoscaling: [1]", "autoscaling", "valid dictionary"),
-])
+] + [(f"autoscaling: {text}", f"autoscaling{where}", words) for text, where, words in (
+    ("{enabled: 'yes'}", ".enabled", "valid boolean"),
+    ("{assumeScaleUp: 1}", ".assumeScaleUp", "valid boolean"),
+    ("{nodepools: []}", ".nodepools", "Extra inputs"),
+    ("[1]", "", "valid dictionary"),
+)]
+
+
+@pytest.mark.parametrize("text, where, words", BAD)
 def test_bad_section_is_an_error_naming_the_field(text, where, words):
     with pytest.raises(PolicyError) as err:
         parse_policy(text, "policy.yaml")

@@ -108,6 +108,19 @@ def read_requirements(value: Any, field: str) -> tuple[NodeSelectorRequirement, 
     return tuple(out)
 
 
+def _mapping_at(obj: Mapping, path: str) -> Mapping:
+    """The mapping at dotted ``path`` ({} when a step is missing or null).
+
+    Raises:
+        AdapterError: a step that is not a mapping (the field names that step).
+    """
+    cur: Mapping = obj
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        cur = mapping(cur.get(part), ".".join(parts[: i + 1]))
+    return cur
+
+
 @dataclass(frozen=True, slots=True)
 class NodePoolObject:
     """A NodePool as read: its template (``requirements``, ``labels``, ``taints``,
@@ -135,11 +148,10 @@ def nodepool_from_k8s(obj: Mapping) -> NodePoolObject:
     """
     try:
         name = object_name(obj)
-        spec = mapping(obj.get("spec"), "spec")
-        template = mapping(spec.get("template"), "spec.template")
-        tspec = mapping(template.get("spec"), "spec.template.spec")
-        tmeta = mapping(template.get("metadata"), "spec.template.metadata")
-        status = mapping(obj.get("status"), "status")
+        spec = _mapping_at(obj, "spec")
+        tspec = _mapping_at(obj, "spec.template.spec")
+        tmeta = _mapping_at(obj, "spec.template.metadata")
+        status = _mapping_at(obj, "status")
         replicas = spec.get("replicas")
         return NodePoolObject(
             name=name,
