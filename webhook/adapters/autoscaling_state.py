@@ -90,8 +90,8 @@ def _agreed_shape(nodes: list[Node]) -> Mapping[str, int] | None:
     """The allocatable every node shares (None when there is none or they differ)."""
     if not nodes:
         return None
-    first = dict(nodes[0].allocatable)
-    if any(dict(n.allocatable) != first for n in nodes[1:]):
+    first = nodes[0].allocatable
+    if any(n.allocatable is not first and n.allocatable != first for n in nodes[1:]):
         return None
     return frozen_map(first)
 
@@ -119,16 +119,20 @@ def _nodepool_source(pool: NodePoolObject, nodes: list[Node], claims: list[NodeC
     )
 
 
+_PATTERNS = dict(NODE_GROUP_LABELS)
+
+
+def _names_group(group: str, key: str, value: str) -> bool:
+    """True when node label ``key=value`` (a ``NODE_GROUP_LABELS`` key) names node group ``group``."""
+    base = group.rstrip("/").rsplit("/", 1)[-1]
+    if value == group or value == base:
+        return True
+    return value in base and re.fullmatch(_PATTERNS[key].format(v=re.escape(value)), base) is not None
+
+
 def node_group_of(group: str, node: Node) -> bool:
     """True when a provider label of ``node`` names node group ``group`` (``NODE_GROUP_LABELS``)."""
-    base = group.rstrip("/").rsplit("/", 1)[-1]
-    for key, pattern in NODE_GROUP_LABELS:
-        v = node.labels.get(key)
-        if not v:
-            continue
-        if v == group or v == base or re.fullmatch(pattern.format(v=re.escape(v)), base):
-            return True
-    return False
+    return any(node.labels.get(k) and _names_group(group, k, node.labels[k]) for k, _ in NODE_GROUP_LABELS)
 
 
 def _is_transient(key: str) -> bool:
@@ -142,7 +146,11 @@ def _template_shape(nodes: list[Node]) -> Mapping[str, int] | None:
     shape = _agreed_shape(ready)
     if shape is None:
         return None
+    seen: set[int] = set()
     for n in ready:
+        if id(n.capacity) in seen:  # nodes often share one capacity map
+            continue
+        seen.add(id(n.capacity))
         for r, v in n.capacity.items():
             if r not in _BASE_RESOURCES and not r.startswith("hugepages-") and int(v) == 0:
                 return None
@@ -209,14 +217,20 @@ def autoscaling_state(
         if st.note:
             notes.append(f"{ca_status.origin}: {st.note}")
         pool_names = {s.name for s in sources}
-        labelled = [n for n in nodes if any(n.labels.get(k) for k, _ in NODE_GROUP_LABELS)]
-        members = {g.name: [n for n in labelled if node_group_of(g.name, n)] for g in st.groups}
+        # nodes by node-group label: a group is matched against the few distinct values, not every node
+        by_label: dict[tuple[str, str], list[Node]] = {}
+        for n in nodes:
+            for k, _ in NODE_GROUP_LABELS:
+                v = n.labels.get(k)
+                if v:
+                    by_label.setdefault((k, v), []).append(n)
         for g in st.groups:
             if g.name in pool_names:
                 notes.append(f"{ca_status.origin}: node group {g.name} has the name of a NodePool; the NodePool is used")
                 continue
-            mine = members[g.name]
-            values = {(k, n.labels.get(k)) for n in mine for k, _ in NODE_GROUP_LABELS if n.labels.get(k)}
+            values = {kv for kv in by_label if _names_group(g.name, *kv)}
+            seen: set[str] = set()
+            mine = [n for kv in sorted(values) for n in by_label[kv] if not (n.name in seen or seen.add(n.name))]
             ambiguous = len({v for _, v in values}) > 1
             if ambiguous:
                 notes.append(f"{ca_status.origin}: node group {g.name}: its nodes could not be told apart "
