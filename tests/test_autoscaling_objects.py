@@ -180,7 +180,8 @@ def test_nodepool_reads_every_operator_labels_taints_limits_and_weight():
         Req("karpenter.k8s.aws/instance-generation", "Gt", ("4",)),
     )
     assert [r.operator for r in p.requirements] == ["In", "In", "Gte", "Gt", "DoesNotExist", "NotIn", "Exists", "Lte", "Lt"]
-    assert p.labels == {"team": "ml"}
+    assert p.labels == {"team": "ml", "karpenter.sh/nodepool": "gpu-h100", "karpenter.sh/registered": "true",
+                        "karpenter.sh/initialized": "true", "karpenter.k8s.aws/ec2nodeclass": "default"}
     assert p.taints == (Taint(GPU, "true", "NoSchedule"),)
     assert p.startup_taints == (Taint("example.com/initializing", "", "NoExecute"),)
     # the same units as Node allocatable: millicores, bytes, counts; `nodes` is a node count
@@ -191,7 +192,8 @@ def test_nodepool_reads_every_operator_labels_taints_limits_and_weight():
 def test_nodepool_partial_is_read_with_defaults():
     p = nodepool_from_k8s({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "bare"},
                            "spec": {"template": {"spec": {"requirements": []}}}})
-    assert (p.requirements, p.labels, p.taints, p.startup_taints, p.limits, p.weight) == ((), {}, (), (), {}, 0)
+    assert (p.requirements, p.taints, p.startup_taints, p.limits, p.weight) == ((), (), (), {}, 0)
+    assert p.labels == {"karpenter.sh/nodepool": "bare", "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true"}
     static = nodepool_from_k8s(nodepool(replicas=3, weight=None,
                                         limits={"nodes": "3"}) | {"status": {"resources": {"cpu": "8", "nodes": "1"}}})
     assert static.replicas == 3 and static.weight == 0 and static.status_resources == {"cpu": 8000, "nodes": 1}
@@ -219,6 +221,8 @@ def test_nodepool_partial_is_read_with_defaults():
      "spec.template.spec.taints[0].effect", "NoSchedule, PreferNoSchedule or NoExecute"),
     (lambda o: o["spec"]["template"]["metadata"].update(labels=["team"]), "spec.template.metadata.labels", "mapping"),
     (lambda o: o["metadata"].pop("name"), "metadata.name", "non-empty string"),
+    (lambda o: o["spec"]["template"]["spec"].update(nodeClassRef="default"), "spec.template.spec.nodeClassRef", "mapping"),
+    (lambda o: o["spec"].update(template=[]), "spec.template", "mapping"),
     (lambda o: o.update(status={"resources": {GPU: "half"}}), f"status.resources.{GPU}", ""),
 ])
 def test_nodepool_bad_input_names_the_field(mutate, field, expected):
@@ -390,7 +394,7 @@ def test_nodepool_source_in_use_falls_back_to_its_nodes_and_unregistered_claims(
     assert src.remaining(GPU) == 512 - 28 and src.remaining("ephemeral-storage") is None
     assert src.node_shape is None  # Karpenter's instance types live in the cloud provider
     assert src.typical_shape == {"cpu": 192_000, "memory": 2000 * GiB, GPU: 8, "pods": 110}
-    assert src.labels == {"team": "ml"} and src.taints == (Taint(GPU, "true", "NoSchedule"),)
+    assert src.labels["team"] == "ml" and src.labels["karpenter.sh/nodepool"] == "gpu-h100" and src.taints == (Taint(GPU, "true", "NoSchedule"),)
     assert src.max_new_nodes is None and src.origin == "NodePool gpu-h100"
     # provisioning samples: the Ready claims, newest last (both 200 s here)
     assert st.provisioning_samples_s == (200.0, 200.0, 200.0)

@@ -61,6 +61,10 @@ AUTOSCALING_X_K8S = "autoscaling.x-k8s.io"
 CA_STATUS_NAMESPACE = "kube-system"
 CA_STATUS_NAME = "cluster-autoscaler-status"
 
+#: Labels Karpenter puts on a node once it registered / initialized (pkg/apis/v1/labels.go).
+REGISTERED_LABEL = "karpenter.sh/registered"
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+
 _SET_OPS = ("In", "NotIn")
 _NO_VALUE_OPS = ("Exists", "DoesNotExist")
 _NUMBER_OPS = ("Gt", "Lt", "Gte", "Lte")
@@ -123,7 +127,9 @@ def _mapping_at(obj: Mapping, path: str) -> Mapping:
 
 @dataclass(frozen=True, slots=True)
 class NodePoolObject:
-    """A NodePool as read: its template (``requirements``, ``labels``, ``taints``,
+    """A NodePool as read: its template (``requirements``; ``labels``: the template's and those
+    Karpenter adds to every node it launches — ``karpenter.sh/nodepool``, ``karpenter.sh/registered``,
+    ``karpenter.sh/initialized``, the NodeClass's ``<group>/<kind>``; ``taints``,
     ``startup_taints``), ``limits`` (scheduler units; ``nodes`` a count), ``weight`` (0 when
     unset), ``replicas`` (a static pool's fixed size; None for a dynamic pool) and
     ``status_resources`` (``status.resources``; None when the status does not show them)."""
@@ -153,10 +159,17 @@ def nodepool_from_k8s(obj: Mapping) -> NodePoolObject:
         tmeta = _mapping_at(obj, "spec.template.metadata")
         status = _mapping_at(obj, "status")
         replicas = spec.get("replicas")
+        # what every node of the pool carries besides the template's labels (karpenter
+        # pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go NewNodeClaimTemplate)
+        labels = {**str_map(tmeta.get("labels"), "spec.template.metadata.labels"), NODEPOOL_LABEL: name,
+                  REGISTERED_LABEL: "true", INITIALIZED_LABEL: "true"}
+        ref = _mapping_at(obj, "spec.template.spec.nodeClassRef")
+        if isinstance(ref.get("group"), str) and isinstance(ref.get("kind"), str) and isinstance(ref.get("name"), str):
+            labels[f"{ref['group']}/{ref['kind'].lower()}"] = ref["name"]  # labels.go NodeClassLabelKey
         return NodePoolObject(
             name=name,
             requirements=read_requirements(tspec.get("requirements"), "spec.template.spec.requirements"),
-            labels=str_map(tmeta.get("labels"), "spec.template.metadata.labels"),
+            labels=labels,
             taints=read_taints(tspec.get("taints"), "spec.template.spec.taints"),
             startup_taints=read_taints(tspec.get("startupTaints"), "spec.template.spec.startupTaints"),
             limits=resource_map(spec.get("limits"), "spec.limits"),
