@@ -306,6 +306,8 @@ def test_ca_status_legacy_without_node_groups_and_the_initializing_text():
     (None, "no status text"),
     ("just some words", "format not understood"),
     ("{{{ not yaml", "format not understood"),
+    ("[" * 20000, "format not understood"),                       # nested too deeply: a note, not a RecursionError
+    ("x" * (1 << 20) + "y", "not read (more than 1,048,576)"),     # more than a ConfigMap holds
     ("- a\n- b\n", "format not understood"),
     ("nodeGroups: 7\n", "nodeGroups: expected a list"),
     ("nodeGroups:\n- name: g\n  health: {cloudProviderTarget: 1, minSize: 0}\n", "nodeGroups[0].health.maxSize"),
