@@ -95,16 +95,20 @@ def test_absent_autoscaler_crds_are_fine(server, make_cache):
     assert cache.snapshot().autoscaling.sources == () and len(cache.snapshot().nodes) == 1
 
 
-def test_a_nodepool_that_cannot_be_read_is_counted_and_skipped(server, make_cache):
+def test_a_nodepool_that_cannot_be_read_may_add_any_node(server, make_cache):
     server.not_installed = set(ALL_CRD_GROUPS)
     bad = nodepool("bad")
-    bad["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Near"
+    bad["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Near"  # say, a newer Karpenter's operator
     server.load([make_node("n1"), bad, nodepool("good")])
     cache = make_cache().start()
     assert cache.wait_ready(WAIT)
-    assert set(_sources(cache)) == {"good"}
-    assert cache.informer_status("karpenter.nodepools")["convert_errors"] == 1
-    assert cache.informer_status("karpenter.nodepools")["objects"] == 1
+    src = _sources(cache)
+    assert set(src) == {"bad", "good"}
+    assert (src["bad"].requirements, src["bad"].taints, dict(src["bad"].limits)) == (None, None, {})
+    assert src["good"].requirements is not None
+    (note,) = cache.snapshot().autoscaling.notes
+    assert note.startswith("NodePool bad could not be read (NodePool bad: spec.template.spec.requirements[0].operator:")
+    assert cache.informer_status("karpenter.nodepools")["convert_errors"] == 0
 
 
 def test_dump_writes_the_autoscaler_objects_and_reads_back_as_the_cache(server, make_cache, tmp_path, monkeypatch, capsys):

@@ -19,6 +19,7 @@ from webhook.adapters.autoscaling_objects import (
     ca_status_from_k8s,
     nodeclaim_from_k8s,
     nodepool_from_k8s,
+    nodepool_or_unreadable,
     provisioning_request_from_k8s,
     read_requirements,
 )
@@ -233,6 +234,18 @@ def test_nodepool_bad_input_names_the_field(mutate, field, expected):
     assert err.value.field == field
     assert expected in err.value.detail
     assert str(err.value).startswith("NodePool ")
+
+
+def test_nodepool_or_unreadable_keeps_the_name_and_why():
+    obj = nodepool()
+    obj["spec"]["weight"] = 500
+    p = nodepool_or_unreadable(obj)
+    assert p.name == "gpu-h100" and "spec.weight" in p.error and p.requirements == ()
+    assert nodepool_or_unreadable(nodepool()).error == ""
+    with pytest.raises(AdapterError, match="metadata.name"):
+        nodepool_or_unreadable({"kind": "NodePool", "metadata": {}, "spec": {"weight": 500}})
+    (src,) = autoscaling_state([], [p]).sources
+    assert (src.requirements, src.taints, dict(src.limits), src.max_new_nodes) == (None, None, {}, None)
 
 
 def test_read_requirements_keeps_values_as_strings():

@@ -46,6 +46,7 @@ __all__ = [
     "NodeClaimObject",
     "CAStatusObject",
     "nodepool_from_k8s",
+    "nodepool_or_unreadable",
     "nodeclaim_from_k8s",
     "is_ca_status",
     "ca_status_from_k8s",
@@ -143,6 +144,8 @@ class NodePoolObject:
     weight: int = 0
     replicas: int | None = None
     status_resources: Mapping[str, int] | None = None
+    #: why the NodePool could not be read ("" when it was): see ``nodepool_or_unreadable``.
+    error: str = ""
 
 
 def nodepool_from_k8s(obj: Mapping) -> NodePoolObject:
@@ -180,6 +183,21 @@ def nodepool_from_k8s(obj: Mapping) -> NodePoolObject:
         )
     except AdapterError as exc:
         raise exc.within(obj=object_ref(obj))
+
+
+def nodepool_or_unreadable(obj: Mapping) -> NodePoolObject:
+    """``nodepool_from_k8s``, or — for a NodePool with a name that cannot be read otherwise —
+    a ``NodePoolObject`` carrying only its name and ``error``. The live cache keeps such a pool
+    (``autoscaling_state`` takes it as able to add any node): a NodePool gangcheck cannot read
+    is still one Karpenter may provision from, and dropping it could deny a gang it would serve.
+
+    Raises:
+        AdapterError: no metadata.name (the object cannot be keyed).
+    """
+    try:
+        return nodepool_from_k8s(obj)
+    except AdapterError as exc:
+        return NodePoolObject(name=object_name(obj), error=str(exc))
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,8 @@ Rules, each as its upstream does it:
   registered, plus ``nodes``); without it the same sum is made here. ``pending``: the pool's
   NodeClaims without a Ready node (not being deleted). A static pool (``spec.replicas``)
   adds no node past its replicas. ``typical_shape``: its nodes' allocatable when all agree.
+  A NodePool the live cache could not read (``NodePoolObject.error``) may add any node: its
+  requirements and taints are unknown (None) and it has no limits, with a note.
 * **Provisioning samples**: a Ready NodeClaim's creationTimestamp → its Ready condition's
   lastTransitionTime, seconds; the newest ``MAX_SAMPLES`` (by Ready time), newest last.
 * **A node group** (cluster-autoscaler's status): ``max_new_nodes = max(0, maxSize −
@@ -210,6 +212,12 @@ def autoscaling_state(
         for c in claims:
             claims_by_pool.setdefault(c.nodepool, []).append(c)
         for pool in pools:
+            if pool.error:
+                notes.append(f"NodePool {pool.name} could not be read ({pool.error}); "
+                             "taken as able to add nodes of any labels and shape")
+                sources.append(ScaleUpSource(name=pool.name, kind=NODEPOOL, requirements=None, taints=None,
+                                             nodes=len(by_pool.get(pool.name, [])), origin=f"NodePool {pool.name}"))
+                continue
             sources.append(_nodepool_source(pool, by_pool.get(pool.name, []), claims_by_pool.get(pool.name, []),
                                             ready_nodes, node_names))
     if ca_status is not None:

@@ -46,7 +46,7 @@ from ..adapters.autoscaling_objects import (
     KARPENTER,
     ca_status_from_k8s,
     nodeclaim_from_k8s,
-    nodepool_from_k8s,
+    nodepool_or_unreadable,
     provisioning_request_from_k8s,
 )
 from ..adapters.autoscaling_state import autoscaling_state
@@ -206,8 +206,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(_R("coscheduling.podgroups", "CoschedPodGroup", "scheduling.x-k8s.io", ("v1alpha1",), "podgroups", optional=True),
          _by_namespace(pod_group_from_k8s), "volcano.pod_groups"),
     # Node autoscalers (issue #16): Karpenter and ProvisioningRequests are CRDs that may be absent.
+    # A NodePool that cannot be read is kept as one that may add any node (never a denial).
     Kind(_R("karpenter.nodepools", "NodePool", KARPENTER, ("v1",), "nodepools", optional=True),
-         _by_name(nodepool_from_k8s), "autoscaling.nodepools"),
+         _by_name(nodepool_or_unreadable), "autoscaling.nodepools"),
     Kind(_R("karpenter.nodeclaims", "NodeClaim", KARPENTER, ("v1",), "nodeclaims", optional=True),
          _by_name(nodeclaim_from_k8s), "autoscaling.nodeclaims"),
     Kind(_R("autoscaling.provisioningrequests", "ProvisioningRequest", AUTOSCALING_X_K8S, ("v1",),
