@@ -44,7 +44,7 @@ def test_demo_64x8_golden_json():
 
 def test_demo_json_contract():
     rep = _demo_report()
-    assert [s["name"] for s in rep["steps"]] == ["quota", "fit", "nodes", "device-plugin", "partial-gangs"]
+    assert [s["name"] for s in rep["steps"]] == ["quota", "fit", "nodes", "autoscaler", "device-plugin", "partial-gangs"]
     for s in rep["steps"]:
         assert set(s) >= {"name", "command", "findings", "meaning"} and s["command"].startswith("kubectl")
     assert rep["verdict"].startswith("PyTorchJob llm/llama-70b-pretrain: Waits")
@@ -55,7 +55,8 @@ def test_demo_json_contract():
     costs = [(f["pdb_violations"], -1 if f["max_victim_priority"] is None else f["max_victim_priority"], len(f["tenants"]),
               f["displaced_pods"], f["displaced_gpus"]) for f in rep["fixes"]]
     assert costs == sorted(costs)                             # ranked order
-    assert rep["steps"][3]["findings"]["nodes"][0]["node"] == "h100-022"   # the plugin-down node
+    plugin = next(s for s in rep["steps"] if s["name"] == "device-plugin")
+    assert plugin["findings"]["nodes"][0]["node"] == "h100-022"   # the plugin-down node
 
 
 def test_c31_device_plugin_pod_pending_on_node_x():

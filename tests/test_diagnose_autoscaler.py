@@ -124,7 +124,7 @@ def test_the_json_document_reads_back_and_renders_the_same():
     doc = json.loads(render_diagnosis_json([rep]))
     step = next(s for s in doc["steps"] if s["name"] == "autoscaler")
     assert list(step) == ["name", "question", "command", "findings", "meaning", "status"]
-    assert list(step["findings"]) == ["enabled", "sources_total", "summary", "pods_missing", "matching", "sources", "provisioning",
+    assert list(step["findings"]) == ["enabled", "sources_total", "summary", "pods_missing", "required", "matching", "sources", "provisioning",
                                       "provisioning_requests", "provisioning_requests_total", "notes"]
     back = DiagnosisReport.from_dict(doc)
     assert back.to_dict() == doc
@@ -240,3 +240,17 @@ def test_the_verdict_line_tells_new_nodes_once():
     verdict = _report(snap, g, d).verdict
     assert verdict == ("PyTorchJob ml/train: Waits — capacity: 61 of 64 pods have no room now; 61 pods wait for new nodes "
                        "from NodePool gpu-h100, ~5m to Ready (the policy's default).")
+
+
+def test_a_gang_the_existing_nodes_could_hold_is_not_blocked_by_an_autoscaler_that_cannot_help():
+    # The demo's headline gang is fragmented, not too large: the B200 NodePool matching none of
+    # its pods blocks nothing and stays out of the verdict line.
+    from webhook.adapters import adapt
+    from webhook.demo import DEMO_NOW, demo_snapshot
+    from webhook.dump import load_documents
+
+    g = adapt(load_documents("examples/pytorchjob-64x8.yaml")[1][0])
+    rep = diagnose_report(demo_snapshot(), g, DEMO_NOW, EngineOptions())
+    st = rep.step("autoscaler")
+    assert st.status == "info" and st.summary == ""
+    assert "the existing nodes could hold the gang, so it waits for them to free" in st.meaning

@@ -37,6 +37,7 @@ EXPECTED = {
     "pytorchjob-80x8.yaml": ("NeverFits", "ExceedsMaxQuota", 1),
     # only 48 nodes carry NVIDIA-H100-NVL; 64 pods of 8 GPUs need 64 nodes.
     "jobset-64-nvl.yaml": ("NeverFits", "ExceedsClusterCapacity", 1),
+    "jobset-16-b200.yaml": ("Waits", "NeedsScaleUp", 0),
     # 8 whole nodes of 12 free; 64 GPUs of 512 quota.
     "job-8x8.yaml": ("Fits", None, 0),
     # 4 × 8-GPU workers on free nodes, a CPU-only launcher anywhere in the h100 flavor.

@@ -28,7 +28,8 @@ Kueue: flavors ``h100`` (nodeLabels ``nvidia.com/gpu.family: hopper``, so all 36
 and ``cpu-only``; ClusterQueues ``team-llm`` (512 H100 GPUs nominal, borrowingLimit 0, nothing
 in use) and ``team-vision`` (every other tenant) in cohort
 ``research``; LocalQueue ``llm/llm-queue`` → team-llm. Volcano queues ``research`` (capability
-256 GPUs) and ``default``. A few objects the engine skips (Namespaces, a Service, Events, two
+256 GPUs) and ``default``. Karpenter NodePool ``b200`` (B200 nodes on demand, none yet; limit 128
+GPUs; its nodes tainted ``dedicated=b200:NoSchedule``, so only gangs that tolerate it may use them). A few objects the engine skips (Namespaces, a Service, Events, two
 Succeeded pods).
 """
 
@@ -241,6 +242,7 @@ def _build(now: float) -> tuple[list[dict], dict[str, tuple[str, ...]]]:
     objs += _priority_classes()
     objs += _kueue_objects(usage)
     objs += _volcano_objects()
+    objs += _autoscaling_objects()
     objs += _skipped_objects(layout, now)
     names = {part: tuple(f"h100-{i:03d}" for i in idx) for part, idx in layout.items()}
     return objs, names
@@ -457,6 +459,32 @@ def _volcano_objects() -> list[dict]:
          "spec": {"weight": 1, "reclaimable": True, "capability": {GPU: "256"}},
          "status": {"state": "Open", "allocated": {"cpu": "0", "memory": "0", GPU: "0"}}},
     ]
+
+
+def _autoscaling_objects() -> list[dict]:
+    """Karpenter NodePool ``b200``: B200 nodes on demand (none exist yet), limit 128 GPUs, tainted
+    ``dedicated=b200:NoSchedule`` — a gang tolerating it and selecting
+    ``nvidia.com/gpu.product=NVIDIA-B200`` needs new nodes (NeedsScaleUp), one asking for more
+    than 128 of them can never start (ExceedsScaleUpLimits)."""
+    return [{
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "b200"},
+        "spec": {
+            "weight": 10,
+            "template": {
+                "metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.family": "blackwell"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+                    "requirements": [
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p6-b200.48xlarge"]},
+                    ],
+                    "taints": [{"key": "dedicated", "value": "b200", "effect": "NoSchedule"}],
+                },
+            },
+            "limits": {GPU: "128"},
+        },
+        "status": {"resources": {"cpu": "0", "memory": "0", GPU: "0", "nodes": "0"}},
+    }]
 
 
 def _skipped_objects(layout: dict[str, list[int]], now: float) -> list[dict]:

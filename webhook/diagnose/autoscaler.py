@@ -156,6 +156,7 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
     prs = gang_provisioning_requests(snap, gang)
     missing = _pods_missing(d, view) if view.pod_sets else 0
     facts: dict[str, Any] = {"enabled": True, "sources_total": len(sources), "pods_missing": missing}
+    need_up = next((f for f in d.findings if f.code == "NeedsScaleUp"), None)
     if not view.pod_sets:
         entries, matching = [], []
     else:
@@ -164,7 +165,6 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
         consts = [pod_set_constraints(snap, ps, flavors, options) for ps in pod_sets]
         ps = pod_sets[view.main]
         req = {r: int(v) for r, v in ps.requests.items() if v}
-        need_up = next((f for f in d.findings if f.code == "NeedsScaleUp"), None)
         pools = (need_up.data.get("pools") or []) if need_up is not None else []
         assigned = {(p.get("kind"), p.get("name")): p for p in pools if isinstance(p, Mapping)}
         entries = [_source_fact(s, pod_sets, consts, view.main, req, ps.max_per_node, missing, assigned) for s in sources]
@@ -179,7 +179,12 @@ def autoscaler_step(snap: ClusterSnapshot, gang: GangRequest, d: Decision, view:
         provisioning_requests_total=len(prs),
         notes=list(snap.autoscaling.notes),
     )
-    status, summary, meaning = _judge(view, missing, matching, entries, prs, p50, basis)
+    # New nodes are *required* when the existing nodes can never hold the gang (a capacity proof
+    # the autoscalers lifted, or one they could not); else they only let it start sooner.
+    required = any(f.code in ("NoMatchingScaleUp", "ExceedsScaleUpLimits") for f in d.findings) or (
+        need_up is not None and need_up.data.get("required", True) is not False)
+    facts["required"] = required
+    status, summary, meaning = _judge(view, missing, matching, entries, prs, p50, basis, required)
     return AutoscalerStep(question=QUESTION, command=_step_command(gang, prs, matching, entries), summary=summary,
                           meaning=meaning, status=status, **facts)
 
@@ -215,8 +220,11 @@ def _limits_text(e: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "no limits"
 
 
-def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, basis: str) -> tuple[str, str, str]:
-    """(status, summary for the verdict line, meaning)."""
+def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, basis: str,
+           required: bool = True) -> tuple[str, str, str]:
+    """(status, summary for the verdict line, meaning). ``required``: the existing nodes can never
+    hold the gang; when they could, an autoscaler that cannot help blocks nothing (the gang waits
+    for the existing nodes) and is not told in the verdict line."""
     failed = [p for p in prs if p.state in _PR_BLOCKING]
     pr_txt = "".join(f" ProvisioningRequest {p.name} is {p.state}: {p.message or PR_STATE_MEANING[p.state]}." for p in failed[:SAMPLES])
     if missing <= 0:
@@ -229,6 +237,10 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
     if not matching:
         why = "; ".join(f"{e['label']}: {e['mismatches'].get(ps, ['?'])[0]}" for e in entries[:SAMPLES])
         more = f"; … and {len(entries) - SAMPLES} more" if len(entries) > SAMPLES else ""
+        if not required:
+            return ("blocking" if failed else "info", "",
+                    f"{plural(missing, 'pod')} of pod set {ps} do not fit the nodes now, and no autoscaler can add a node they "
+                    f"may use — {why}{more}; the existing nodes could hold the gang, so it waits for them to free." + pr_txt)
         return ("blocking", f"no autoscaler can add nodes for pod set {ps}",
                 f"{plural(missing, 'pod')} of pod set {ps} need new nodes, and no autoscaler can add a node they may use — "
                 f"{why}{more}. Widen a NodePool's requirements or tolerate its taint (see the fixes), or change the pods' "
@@ -240,7 +252,8 @@ def _judge(view: GangView, missing: int, matching, entries, prs, p50: float, bas
     pend_txt = f" {plural(pending, 'node')} already launched, not Ready yet." if pending else ""
     if room is not None and room < missing:
         lim = "; ".join(f"{e['label']}: {_limits_text(e)}" for e in matching[:SAMPLES])
-        return ("blocking", f"autoscaler limits leave room for {room} of the {missing} pod(s) that need new nodes",
+        return ("blocking" if required or failed else "info",
+                f"autoscaler limits leave room for {room} of the {missing} pod(s) that need new nodes",
                 f"{plural(missing, 'pod')} of pod set {ps} need new nodes; the matching sources can add room for only {room} now under "
                 f"their limits ({lim}). Raise a limit (see the fixes) or wait for their nodes to free.{pend_txt}" + pr_txt)
     first = next((e for e in matching if e["pods_room"] != 0), matching[0])

@@ -195,7 +195,8 @@ def _autoscaler_lines(f: AutoscalerStep) -> list[str]:
         return [f"autoscaling off in the policy; {plural(f.get('sources_total', 0), 'source')} ignored"]
     prov = f.get("provisioning") or {}
     head = (f"{plural(f.sources_total, 'source')}, {len(f.get('matching') or [])} matching the main pod set "
-            f"({', '.join(f.get('matching') or []) or 'none'}); {plural(f.get('pods_missing', 0), 'pod')} need new nodes")
+            f"({', '.join(f.get('matching') or []) or 'none'}); {plural(f.get('pods_missing', 0), 'pod')} "
+            + ("need new nodes" if f.get("required", True) else "have no room on the nodes now"))
     if prov:
         head += f"; new nodes ~{format_duration(prov['p50_s'])} to Ready"
         head += "" if prov["p90_s"] == prov["p50_s"] else f" (p90 {format_duration(prov['p90_s'])})"

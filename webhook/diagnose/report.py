@@ -227,7 +227,8 @@ class AutoscalerStep(Step):
 
     ``enabled`` (False: the policy turns autoscaling off; then only ``sources_total`` and
     ``summary`` follow), ``sources_total``, ``summary`` (a phrase for the verdict line, "" when
-    none), ``pods_missing`` (pods of the main shape that need new nodes), ``matching`` (labels of
+    none), ``pods_missing`` (pods of the main shape with no room on the nodes now), ``required``
+    (the existing nodes can never hold the gang: it cannot start without new nodes), ``matching`` (labels of
     the sources the main pod set may use, "NodePool gpu-h100"), ``sources`` (the first 10, in
     Karpenter's order: {name, kind, label ("NodePool gpu-h100"), origin, weight, matches [pod set], mismatches {pod set:
     [reason]}, limits, in_use, remaining {resource: amount}, max_new_nodes, nodes, pending
@@ -241,6 +242,7 @@ class AutoscalerStep(Step):
     sources_total: int = ABSENT
     summary: str = ABSENT
     pods_missing: int = ABSENT
+    required: bool = ABSENT
     matching: list[str] = ABSENT
     sources: list[dict[str, Any]] = ABSENT
     provisioning: dict[str, Any] = ABSENT

@@ -222,11 +222,20 @@ def head_of_line_finding(snap: ClusterSnapshot, quota: QuotaResult | None) -> Fi
         {"cluster_queue": cq.name, "pending_workloads": cq.pending_workloads})
 
 
+def _rank(f: Finding) -> float:
+    """A finding's place in ``ORDER``. NeedsScaleUp leads only when new nodes are *required* (the
+    existing nodes can never hold the gang); when they would only let it start sooner, it is
+    told after what keeps it off the existing nodes now (Fragmented, …)."""
+    if f.code == "NeedsScaleUp" and f.data.get("required") is False:
+        return ORDER.index("NodesTransientlyTainted") + 0.5
+    return ORDER.index(f.code) if f.code in ORDER else len(ORDER)
+
+
 def sort_findings(findings: list[Finding]) -> list[str]:
     """Sort ``findings`` in place — proofs first (the reasons of a denial lead with what denies
     it), then by ``ORDER`` — and return the reasons: NeverFits and Waits codes in that order,
     without duplicates."""
-    findings.sort(key=lambda f: (f.severity != NEVER_FITS, ORDER.index(f.code) if f.code in ORDER else len(ORDER)))
+    findings.sort(key=lambda f: (f.severity != NEVER_FITS, _rank(f)))
     reasons: list[str] = []
     for f in findings:
         if f.severity in (NEVER_FITS, WAITS) and f.code not in reasons:

@@ -136,9 +136,12 @@ def _limits_text(s: ScaleUpSource) -> str:
 
 
 def scale_up_data(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], matched: list[list[ScaleUpSource]],
-                  sources: Sequence[ScaleUpSource], cons: list[list[Constraints]], options: EngineOptions) -> dict:
+                  sources: Sequence[ScaleUpSource], cons: list[list[Constraints]], options: EngineOptions,
+                  required: bool = False) -> dict:
     """NeedsScaleUp's data (see the module doc and the #16 contract): pods that miss the existing
-    nodes now, assigned to the matching sources in order, each as far as its room (now) goes."""
+    nodes now, assigned to the matching sources in order, each as far as its room (now) goes;
+    ``required``: the existing nodes can never hold the gang (a capacity proof over them was
+    lifted), so it cannot start without new nodes."""
     main = primary_pod_set([ev.ps for ev in evals], options)
     main_ev = next(ev for ev in evals if ev.ps is main)
     pools: dict[str, dict] = {}
@@ -166,6 +169,7 @@ def scale_up_data(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEv
         "provisioning_s": _provisioning(snap, [s for s in sources if s.name in pools], options),
         "pools": list(pools.values()),
         "unmatched": {s.name: mismatch(s, cons[0][0]) or "" for s in sources if s.name not in used},
+        "required": required,
     }
 
 
@@ -243,7 +247,7 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
                                   {**f.data, "scale_up": True})
     if quota_never or placed_now or not any(matched):
         return quota_never
-    data = scale_up_data(snap, gang, evals, matched, sources, cons, options)
+    data = scale_up_data(snap, gang, evals, matched, sources, cons, options, required=bool(capacity))
     findings.append(Finding("NeedsScaleUp", WAITS, _needs_message(data), data))
     return False
 
