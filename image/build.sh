@@ -137,7 +137,12 @@ fi
 
 # ---- layer 3: gangcheck
 log "layer 3: gangcheck $version (wheel from $root)"
-sh "$here/install-python.sh" wheel "$root" "$work/dist"
+# From a copy of exactly what the Dockerfile copies: an in-tree build would reuse build/lib,
+# where a module deleted since the last build would live on.
+cp "$root/pyproject.toml" "$root/README.md" "$work/src/"
+cp -r "$root/webhook" "$work/src/webhook"
+find "$work/src/webhook" -name __pycache__ -prune -exec rm -rf {} +
+sh "$here/install-python.sh" wheel "$work/src" "$work/dist"
 wheel="$(ls "$work/dist"/gangcheck-"$version"-*.whl)"
 # Layer 3 is a directory inserted at / (no unpack/repack of the whole root filesystem): the
 # wheel's files and the entrypoint, byte-compiled by the image's python3 in the cached layer-2
@@ -166,6 +171,10 @@ umoci config --image "$work/layout:$version" --created "$created" --author "gang
   --config.label "org.opencontainers.image.version=$version" \
   --config.label "org.opencontainers.image.licenses=Apache-2.0"
 umoci gc --layout "$work/layout"
+
+# Layers of other keys (older locks, other branches) go after a week unused.
+touch "$cache/debian-$debian_key" "$cache/python-$python_key"
+find "$cache" -mindepth 1 -maxdepth 1 \( -name 'debian-*' -o -name 'python-*' \) -mtime +7 -exec rm -rf {} +
 
 archive="$out/gangcheck-$version.oci.tar"
 "$PY" "$here/oci_archive.py" "$work/layout" "$ref" "$archive.tmp"
