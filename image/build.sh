@@ -139,6 +139,7 @@ fi
 log "layer 3: gangcheck $version (wheel from $root)"
 # From a copy of exactly what the Dockerfile copies: an in-tree build would reuse build/lib,
 # where a module deleted since the last build would live on.
+mkdir -p "$work/src"
 cp "$root/pyproject.toml" "$root/README.md" "$work/src/"
 cp -r "$root/webhook" "$work/src/webhook"
 find "$work/src/webhook" -name __pycache__ -prune -exec rm -rf {} +
