@@ -22,7 +22,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from image_tier import SKIP_KEY, missing_tools, unavailable  # noqa: E402
+from image_tier import SKIP_KEY, missing_tools, skip_banner, unavailable  # noqa: E402
 
 ROOT = HERE.parents[1]
 
@@ -55,13 +55,9 @@ def built(request, tmp_path_factory):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reason = config.stash.get(SKIP_KEY, None)
-    if not reason:
-        return
-    tr = terminalreporter
-    bar = "!" * 78
-    tr.write_line(bar, yellow=True, bold=True)
-    tr.write_line("IMAGE TIER SKIPPED: the container image was NOT built or run in this run.", yellow=True, bold=True)
-    tr.write_line(f"why: {reason}", yellow=True, bold=True)
-    tr.write_line("fix: as root, apt-get install mmdebstrap umoci (or run `make image` once, which does);", yellow=True)
-    tr.write_line("     GANGCHECK_REQUIRE_IMAGE=1 makes this fatal.", yellow=True)
-    tr.write_line(bar, yellow=True, bold=True)
+    if reason:
+        skip_banner(terminalreporter, [
+            ("IMAGE TIER SKIPPED: the container image was NOT built or run in this run.", True),
+            (f"why: {reason}", True),
+            ("fix: as root, apt-get install mmdebstrap umoci containerd runc (make image installs the", False),
+            ("     first two itself); GANGCHECK_REQUIRE_IMAGE=1 makes this fatal.", False)])

@@ -32,3 +32,10 @@ def unavailable(config, reason: str):
         pytest.fail(f"image tier required (GANGCHECK_REQUIRE_IMAGE=1) but unavailable: {reason}", pytrace=False)
     config.stash[SKIP_KEY] = reason
     pytest.skip(f"image tier skipped: {reason}")
+
+
+def skip_banner(tr, lines: list[tuple[str, bool]]) -> None:
+    """A yellow block of (text, bold) lines between two rules of '!' at the end of the run."""
+    rule = "!" * 78
+    for text, bold in [(rule, True), *lines, (rule, True)]:
+        tr.write_line(text, yellow=True, bold=bold)
