@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test run check-examples certs bench fuzz clean help controlplane controlplane-or-skip e2e
+.PHONY: install test run check-examples certs bench fuzz clean help controlplane controlplane-or-skip e2e image lock
 
 # The e2e tier needs kube-apiserver, etcd, kube-scheduler and kubectl built from source (Go).
 # `make test` builds them first when `go` is on PATH (once; cached in ~/.cache/gangcheck) and the
@@ -21,6 +21,8 @@ help:
 	@echo "make fuzz   - 100,000 seeded requests against a live 'serve --cluster demo' (bench/fuzz.py; FUZZ_ARGS=...)"
 	@echo "make controlplane - build etcd, kube-apiserver, kube-scheduler, kubectl for the e2e tier (Go; cached)"
 	@echo "make e2e    - run only the e2e tier (local control plane, or KUBECONFIG + GANGCHECK_E2E_USE_KUBECONFIG=1)"
+	@echo "make image  - build the container image without Docker (root; mmdebstrap + umoci); prints its tag and archive"
+	@echo "make lock   - regenerate the image's pinned lists (image/requirements.lock, debian-packages.txt)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +47,14 @@ controlplane-or-skip:
 # nothing is built.
 e2e: install $(if $(filter 1,$(GANGCHECK_E2E_USE_KUBECONFIG)),,$(if $(GO),controlplane))
 	$(PY) -m pytest tests/e2e -v
+
+# The container image, without a Docker daemon (image/build.sh; the Dockerfile builds the same image
+# from the same pinned lists). Prints the reference and the archive's path.
+image: install
+	@PY=$(PY) bash image/build.sh
+
+lock:
+	@bash image/lock.sh
 
 certs/tls.crt: | install
 	$(PY) -m webhook certs --service gangcheck --namespace gangcheck-system --out certs
