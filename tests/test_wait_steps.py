@@ -227,6 +227,81 @@ def _replay_case(draw):
     return pool, G, ahead, need
 
 
+def _fifo_plan(pool, ends, ahead, need):
+    """Brute force of the plan ``sweep`` and ``_replay`` state, one draw: every pool node's
+    capacity events from its chain (a level is reached when every group of its prefix has
+    ended), then the gangs ahead in queue order, each starting at the first moment (not before
+    the one before it) when ``n`` whole nodes are fully free, taking the ``n`` free earliest —
+    of nodes free at the same moment the first in pool order, as Slurm's node selection walks
+    its node table in index order — and holding them ``run`` s; ours at the first moment (not
+    before the last gang ahead) when the capacity of the nodes never taken plus the nodes
+    given back covers ``need``. Times are scanned over every candidate moment."""
+    P = len(pool)
+    cap_events = []
+    for chain, steps, c0, _, _ in pool:
+        ev, level = ([(0.0, c0)] if c0 else []), c0
+        for length, c in steps:
+            ev.append((max(ends[g] for g in chain[:length]), c - level))
+            level = c
+        cap_events.append(ev)
+    free = [max((t for t, _ in ev), default=math.inf) for ev in cap_events]
+    held = [False] * P
+    prev = 0.0
+    for n, run in ahead:
+        if n > P:
+            continue
+        moments = sorted({prev, *free})
+        start = next((t for t in moments if t >= prev and sum(f <= t for f in free) >= n), math.inf)
+        for k in sorted(range(P), key=lambda k: (free[k], k))[:n]:
+            free[k], held[k] = start + run, True
+        prev = start
+    events = [e for k in range(P) if not held[k] for e in cap_events[k]]
+    events += [(free[k], pool[k][3]) for k in range(P) if held[k]]
+    for t in sorted({prev, *(t for t, _ in events)}):
+        if t >= prev and sum(c for u, c in events if u <= t) >= need:
+            return t
+    return math.inf
+
+
+def test_a_tie_in_free_times_goes_to_the_first_pool_node():
+    # The counterexample hypothesis found (draw 0 of it): four busy nodes, one group each,
+    # freeing 1, 1, 1 and 2 pods of ours at 63.7, 27.1, 4.19 and 1.75 s, and an idle 1-pod
+    # node; gangs ahead of 1, 2 and 3 whole nodes running 30.8, 34.5 and 24.3 s; ours needs 2.
+    # The 1-node gang takes the idle node at 0 (back at 30.8); the 2-node gang takes n3 and n2
+    # at 4.19 and gives both back at 38.65 — a tie; the 3-node gang takes n1 (27.1), the idle
+    # node (30.8) and, of n2 and n3, n2 (first in pool order) at 38.65; n3's 2 pods are free
+    # then: ours starts at 38.65. The sweep used to break the tie by np.argpartition's order
+    # (undefined), took n3 and found 63.0 (n0 and the 3-node gang's nodes coming back).
+    pool = [((0,), ((1, 1),), 0, 1, ((0,), ((1, 1),), 0)),
+            ((1,), ((1, 1),), 0, 1, ((1,), ((1, 1),), 0)),
+            ((2,), ((1, 1),), 0, 1, ((2,), ((1, 1),), 0)),
+            ((3,), ((1, 2),), 0, 2, ((3,), ((1, 2),), 0)),
+            ((), (), 1, 1, None)]
+    ends = [63.73247256, 27.05169271, 4.19325504, 1.75111079, 0.0]
+    runs = [30.80771706, 34.45349186, 24.34318441]
+    ahead = list(zip([1, 2, 3], runs))
+    want = 4.19325504 + 34.45349186
+    assert _fifo_plan(pool, ends, ahead, 2) == pytest.approx(want)
+    ours, starts, owner = sweep(pool, [AheadGang(f"a{k}", n) for k, (n, _) in enumerate(ahead)], 2, ends, runs)
+    assert ours == pytest.approx(want)
+    assert starts == [0.0, pytest.approx(4.19325504), pytest.approx(want)]
+    assert owner == [-1, 2, 2, 1, 2]
+    got = _replay([(n, np.array([r]), False) for n, r in ahead] + [(0, None, False)],
+                  _Nodes(pool, np.array([ends]), 2), None, math.inf)
+    assert got.tolist() == [pytest.approx(want)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_replay_case())
+def test_the_limit_sweep_is_the_brute_force_fifo_plan(case):
+    pool, G, ahead, need = case
+    gangs = [AheadGang(f"a{k}", n) for k, (n, _) in enumerate(ahead)]
+    for s in range(G.shape[0]):
+        runs = [r[s] for _, r in ahead]
+        want = _fifo_plan(pool, G[s].tolist(), [(n, r) for (n, _), r in zip(ahead, runs)], need)
+        assert sweep(pool, gangs, need, G[s].tolist(), runs)[0] == pytest.approx(want), s
+
+
 @settings(max_examples=150, deadline=None)
 @given(_replay_case())
 def test_the_vectorised_replay_is_the_limit_sweep_on_each_draw(case):

@@ -207,7 +207,9 @@ class _Nodes:
 
     def reserve(self, sizes: np.ndarray, start_min: np.ndarray, runs: np.ndarray, mask: np.ndarray) -> None:
         """Draws in ``mask``: a gang of ``sizes`` whole nodes starts at the later of
-        ``start_min`` and its nodes being free, and holds them for ``runs``."""
+        ``start_min`` and its nodes being free, and holds them for ``runs``. Its nodes are the
+        ``sizes`` free earliest, ties to the first in pool order (the stable sort), as in
+        ``sweep.first_free``."""
         P, ar, cols = self.P, self.ar, self.cols
         fit = sizes <= P                       # a gang larger than the pool does not take it
         n = np.clip(sizes, 1, P)

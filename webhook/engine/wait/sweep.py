@@ -24,16 +24,31 @@ import numpy as np
 from .ahead import AheadGang
 from .pool import Group, PoolNode
 
-__all__ = ["sweep", "earliest_start"]
+__all__ = ["first_free", "sweep", "earliest_start"]
+
+
+def first_free(avail: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the ``n`` (1 ≤ n ≤ len) nodes free earliest in ``avail`` (seconds), the last
+    one the n-th to free; of nodes free at the same moment the first ones in pool order.
+
+    The tie rule matters: nodes a reservation took together come back together, and which of
+    them the next gang takes decides what is left for ours when their capacities differ.
+    Slurm's node selection walks its node table in index order and takes nodes from the front
+    of a set of equal weight (SchedMD/slurm src/plugins/select/cons_tres/job_test.c,
+    ``_eval_nodes``); pool order is ours. ``np.argpartition`` leaves the order of ties
+    undefined, so it is used only for the n-th value. O(len)."""
+    kth = np.partition(avail, n - 1)[n - 1]
+    before = np.flatnonzero(avail < kth)
+    return np.concatenate([before, np.flatnonzero(avail == kth)[: n - len(before)]])
 
 
 def sweep(pool: Sequence[PoolNode], ahead: Sequence[AheadGang], need_pods: int, gtime: list[float],
           ends: list[float]) -> tuple[float, list[float], list[int]]:
     """Slurm's plan. Group g ends ``gtime[g]`` seconds from now; in queue order each gang
-    ahead reserves the ``nodes`` whole nodes that are fully free earliest (not before the
-    gang before it starts: FIFO) and holds them for ``ends[a]`` seconds; ours starts when
-    the capacity on the other nodes plus the nodes given back covers its ``need_pods`` pods,
-    and not before the last gang ahead. Returns (our start, ahead starts, per pool node the
+    ahead reserves the ``nodes`` whole nodes that are fully free earliest (``first_free``:
+    ties to the first in pool order; not before the gang before it starts: FIFO) and holds
+    them for ``ends[a]`` seconds; ours starts when the capacity on the other nodes plus the
+    nodes given back covers its ``need_pods`` pods, and not before the last gang ahead. Returns (our start, ahead starts, per pool node the
     last gang ahead holding it or -1); inf when it never starts."""
     node_events: list[list[tuple[float, int]]] = []
     avail = np.empty(len(pool))
@@ -55,7 +70,7 @@ def sweep(pool: Sequence[PoolNode], ahead: Sequence[AheadGang], need_pods: int, 
         if a.nodes > len(pool):  # cannot run on these nodes: it does not take them
             starts.append(prev)
             continue
-        chosen = np.argpartition(avail, a.nodes - 1)[: a.nodes]
+        chosen = first_free(avail, a.nodes)
         s0 = max(prev, float(avail[chosen].max()))
         starts.append(s0)
         prev = s0
