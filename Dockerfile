@@ -11,9 +11,14 @@
 FROM debian:bookworm-slim AS base
 COPY image/dpkg-excludes.cfg /etc/dpkg/dpkg.cfg.d/gangcheck
 COPY image/debian-packages.txt image/rootfs-setup.sh /tmp/image/
+# A pinned version Debian no longer serves (a security update replaced it): install the current
+# one with a warning, as make image does (run `make lock` to refresh the pins).
 RUN apt-get update \
- && grep -v '^\s*\(#\|$\)' /tmp/image/debian-packages.txt \
-    | xargs env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+ && ( grep -v '^\s*\(#\|$\)' /tmp/image/debian-packages.txt \
+        | xargs env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      || { echo "WARNING: pinned Debian versions not served; installing the current ones (run: make lock)" >&2; \
+           grep -v '^\s*\(#\|$\)' /tmp/image/debian-packages.txt | sed 's/=.*//' \
+             | xargs env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends; } ) \
  && sh /tmp/image/rootfs-setup.sh / \
  && rm -rf /tmp/image
 

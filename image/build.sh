@@ -90,15 +90,26 @@ compile_in() {  # compile_in ROOTFS DIR: install-python.sh compile, with the ima
 if [ ! -f "$cache/debian-$debian_key/index.json" ]; then
   log "layer 1: Debian bookworm minbase + $(grep -cv '^\s*\(#\|$\)' "$here/debian-packages.txt") packages (mmdebstrap)"
   packages="$(grep -v '^\s*\(#\|$\)' "$here/debian-packages.txt" | paste -sd, -)"
-  mmdebstrap --quiet --mode=root --variant=minbase --format=tar --skip=output/dev \
-    --include="$packages" --dpkgopt="$here/dpkg-excludes.cfg" \
-    --customize-hook="sh '$here/rootfs-setup.sh' \"\$1\"" \
-    --customize-hook="chroot \"\$1\" dpkg-query -W -f '\${Package}=\${Version}\n' > '$work/debian-manifest.txt'" \
-    bookworm "$work/debian.tar" \
-    "deb http://deb.debian.org/debian bookworm main" \
-    "deb http://deb.debian.org/debian bookworm-updates main" \
-    "deb http://deb.debian.org/debian-security bookworm-security main" >&2 \
-    || die "mmdebstrap failed (a version in image/debian-packages.txt Debian no longer serves? run: make lock)"
+  debian_rootfs() {  # $1 = the --include list
+    mmdebstrap --quiet --mode=root --variant=minbase --format=tar --skip=output/dev \
+      --include="$1" --dpkgopt="$here/dpkg-excludes.cfg" \
+      --customize-hook="sh '$here/rootfs-setup.sh' \"\$1\"" \
+      --customize-hook="chroot \"\$1\" dpkg-query -W -f '\${Package}=\${Version}\n' > '$work/debian-manifest.txt'" \
+      bookworm "$work/debian.tar" \
+      "deb http://deb.debian.org/debian bookworm main" \
+      "deb http://deb.debian.org/debian bookworm-updates main" \
+      "deb http://deb.debian.org/debian-security bookworm-security main" >&2
+  }
+  # Debian serves only the newest version of a package: once a security update replaces a pinned
+  # one, the pinned build fails. Then build with the versions served now (the manifest next to the
+  # archive records them) and say so loudly, unless GANGCHECK_IMAGE_STRICT_PINS=1.
+  if ! debian_rootfs "$packages"; then
+    [ "${GANGCHECK_IMAGE_STRICT_PINS:-0}" = 1 ] \
+      && die "mmdebstrap failed (a version in image/debian-packages.txt Debian no longer serves? run: make lock)"
+    log "WARNING: a version pinned in image/debian-packages.txt is not served any more; building with the current ones (see debian-manifest.txt; run: make lock)"
+    debian_rootfs "$(printf '%s' "$packages" | tr ',' '\n' | sed 's/=.*//' | paste -sd, -)" \
+      || die "mmdebstrap failed with the current versions too (see above)"
+  fi
   # An empty /dev heads the layer (the runtime mounts its own there): no device nodes in the image.
   mkdir -p "$work/empty/dev"
   tar --create --file "$work/layer1.tar" --no-recursion --numeric-owner --owner=0 --group=0 \
