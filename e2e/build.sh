@@ -3,6 +3,8 @@
 #
 #   kube-apiserver, kube-scheduler, kubectl  from k8s.io/kubernetes   (e2e/go.mod)
 #   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
+#   karpenter-kwok + Karpenter's CRDs        from sigs.k8s.io/karpenter (e2e/karpenter/go.mod;
+#                                            e2e/build-karpenter.sh, its own cache directory)
 #
 # Binaries go to ${GANGCHECK_CACHE:-~/.cache/gangcheck}/<k8s version>/bin and are reused when
 # present. Prints the bin directory as the last line of stdout.
@@ -89,4 +91,8 @@ fi
 printf 'kubernetes %s\netcd %s\n' "$k8s_version" "$etcd_version" >"$bin/VERSIONS"
 echo "$recipe" >"$bin/RECIPE"
 ( cd "$bin" && ls -l etcd kube-apiserver kube-scheduler kubectl | awk '{printf "[controlplane] %-15s %6.1f MB\n", $9, $5/1048576}' ) >&2
+# The Karpenter referee (tests/e2e/test_e2e_karpenter.py): its own module, version and cache directory.
+# A failed build leaves the rest of the tier running; the referee then skips with the reason (or
+# fails under GANGCHECK_REQUIRE_E2E=1).
+bash "$here/build-karpenter.sh" >/dev/null || log "WARNING: building karpenter-kwok FAILED (see above): the Karpenter referee will not run"
 echo "$bin"
