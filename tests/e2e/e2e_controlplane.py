@@ -38,6 +38,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "e2e" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+#: Lines the scenarios add for the end of the run (referee results): conftest prints them in
+#: pytest's terminal summary.
+SUMMARY: list[str] = []
 
 
 # ---------------------------------------------------------------- binaries

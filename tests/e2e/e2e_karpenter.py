@@ -39,11 +39,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
-from e2e_controlplane import REPO, Kube, Proc, free_port, wait_for
+from e2e_controlplane import REPO, Kube, Proc, create_nodes, free_port, wait_for
 
 GROUP = "karpenter.sh"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -133,6 +135,80 @@ def missing(d: Path | None = None) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- reading the API server
+
+
+#: Collection paths of what the referee reads.
+PATHS = {
+    "nodes": "/api/v1/nodes",
+    "pods": "/api/v1/pods",
+    "nodepools": "/apis/karpenter.sh/v1/nodepools",
+    "nodeclaims": "/apis/karpenter.sh/v1/nodeclaims",
+}
+
+
+class Api:
+    """Requests straight to the API server with the kubeconfig's client certificate (the referee
+    polls a lot; a kubectl process costs ~0.2 s here). Falls back to kubectl for a kubeconfig it
+    cannot use (tokens, embedded data)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.base = self.ctx = None
+        try:
+            cfg = json.loads(Path(kube.kubeconfig).read_text())
+            cl, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+            ctx = ssl.create_default_context(cafile=cl["certificate-authority"])
+            ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+            self.base, self.ctx = cl["server"], ctx
+        except (OSError, ValueError, KeyError, IndexError, TypeError, ssl.SSLError):
+            pass
+
+    def items(self, what: str, namespace: str | None = None) -> list[dict]:
+        """``what``: a key of ``PATHS``; every item, with ``kind`` set."""
+        kind = {"nodes": "Node", "pods": "Pod", "nodepools": "NodePool", "nodeclaims": "NodeClaim"}[what]
+        if self.base is None:
+            res = {"nodepools": "nodepools.karpenter.sh", "nodeclaims": "nodeclaims.karpenter.sh"}.get(what, what)
+            doc = self.kube.get(res, namespace=namespace, all_ns=namespace is None and what == "pods")
+        else:
+            path = PATHS[what]
+            if namespace:
+                path = path.replace("/pods", f"/namespaces/{namespace}/pods")
+            with urllib.request.urlopen(self.base + path, timeout=20, context=self.ctx) as r:
+                doc = json.loads(r.read())
+        out = doc.get("items") or []
+        for i in out:
+            i.setdefault("kind", kind)
+        return out
+
+    def _send(self, method: str, path: str, body: dict, ctype: str = "application/json") -> None:
+        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": ctype})
+        urllib.request.urlopen(req, timeout=20, context=self.ctx).close()
+
+    def create_nodes(self, nodes: list[tuple[dict, dict]]) -> None:
+        """``e2e_controlplane.create_nodes`` (the same three steps: create, status, taints) over HTTP."""
+        if self.base is None:
+            create_nodes(self.kube, nodes)
+            return
+        merge = "application/merge-patch+json"
+        for n, st in nodes:
+            name = n["metadata"]["name"]
+            self._send("POST", "/api/v1/nodes", n)
+            self._send("PATCH", f"/api/v1/nodes/{name}/status", st, merge)
+            self._send("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": n["spec"].get("taints") or None}}, merge)
+
+    def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        if self.base is None:
+            self.kube.run("annotate", "pod", name, "-n", namespace, "--overwrite", f"{key}={value}", check=False)
+            return
+        try:
+            self._send("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", {"metadata": {"annotations": {key: value}}},
+                       "application/merge-patch+json")
+        except urllib.error.HTTPError:
+            pass  # gone meanwhile: the pass is triggered by the others
+
+
 # ---------------------------------------------------------------- the controller
 
 
@@ -141,6 +217,7 @@ class Karpenter:
 
     def __init__(self, kube: Kube, workdir: Path, d: Path | None = None) -> None:
         self.kube = kube
+        self.api = Api(kube)
         self.dir = Path(d or karpenter_dir())
         self.work = workdir / "karpenter"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -165,7 +242,7 @@ class Karpenter:
         env = {**os.environ, "KUBECONFIG": str(self.kube.kubeconfig), "SYSTEM_NAMESPACE": "kube-system",
                "DISABLE_LEADER_ELECTION": "true", "METRICS_PORT": str(self.metrics_port),
                "HEALTH_PROBE_PORT": str(self.health_port), "INSTANCE_TYPES_FILE_PATH": str(self.catalog),
-               "BATCH_IDLE_DURATION": "300ms", "BATCH_MAX_DURATION": "3s", "LOG_LEVEL": "info",
+               "BATCH_IDLE_DURATION": "100ms", "BATCH_MAX_DURATION": "2s", "LOG_LEVEL": "info",
                "CPU_REQUESTS": "1000", "DISABLE_CLUSTER_STATE_OBSERVABILITY": "true"}
         self.proc = Proc("karpenter", [str(self.dir / "karpenter-kwok")], self.log, env=env).start()
 
@@ -203,11 +280,13 @@ class Karpenter:
         return int(float(m.group(1))) if m else 0
 
     def nodeclaims(self) -> list[dict]:
-        return self.kube.get("nodeclaims.karpenter.sh")["items"]
+        return self.api.items("nodeclaims")
 
     def settle(self, namespace: str, pending: list[str], timeout: float = 60) -> list[dict]:
         """Trigger provisioning passes (by touching a pending pod) until two passes in a row
-        after the first leave the NodeClaims unchanged; return them."""
+        end with the same NodeClaims; return them. The first pass may have started before the
+        last pod was pending (then the second creates the rest and a third confirms); every
+        later one starts after its poke, with every pod of ``pending`` in Karpenter's cache."""
         deadline = time.monotonic() + timeout
         seen: list[int] = []
         k = 0
@@ -217,14 +296,13 @@ class Karpenter:
             before = self.passes()
             k += 1
             if pending:
-                self.kube.run("annotate", "pod", pending[k % len(pending)], "-n", namespace, "--overwrite",
-                              f"e2e.gangcheck.io/poke={k}", check=False)
+                self.api.annotate_pod(namespace, pending[k % len(pending)], "e2e.gangcheck.io/poke", str(k))
             wait_for(lambda: self.passes() > before or None, max(1.0, deadline - time.monotonic()),
                      "a Karpenter provisioning pass", 0.1)
-            time.sleep(0.3)  # the NodeClaims of a pass are created after its simulation is counted
+            time.sleep(0.2)  # the NodeClaims of a pass are created after its simulation is counted
             claims = self.nodeclaims()
             seen.append(len(claims))
-            if len(seen) >= 3 and seen[-1] == seen[-2]:
+            if len(seen) >= 2 and seen[-1] == seen[-2]:
                 return claims
             if time.monotonic() > deadline:
                 raise AssertionError(f"Karpenter did not settle in {timeout:.0f}s (NodeClaims per pass: {seen})")
@@ -250,8 +328,8 @@ def nodepool(name: str, *, requirements: list[dict], labels: dict | None = None,
     return np
 
 
-def nodepools_ready(kube: Kube, names: list[str]) -> bool:
-    items = {i["metadata"]["name"]: i for i in kube.get("nodepools.karpenter.sh")["items"]}
+def nodepools_ready(api: Api, names: list[str]) -> bool:
+    items = {i["metadata"]["name"]: i for i in api.items("nodepools")}
     for n in names:
         conds = ((items.get(n) or {}).get("status") or {}).get("conditions") or []
         if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds):
@@ -259,27 +337,36 @@ def nodepools_ready(kube: Kube, names: list[str]) -> bool:
     return True
 
 
-def clear(kube: Kube, namespace: str, node_selector: str) -> None:
-    """Remove every pod of ``namespace``, every NodePool, NodeClaim and Karpenter Node, and the
-    plain Nodes matching ``node_selector``; finalizers are dropped (no kubelet, nothing to drain)
-    so the next configuration starts from nothing."""
+def clear(api: Api, namespace: str, plain_label: tuple[str, str]) -> None:
+    """Remove every pod of ``namespace``, every NodePool and NodeClaim, every Node Karpenter made
+    and the plain Nodes labelled ``plain_label`` (key, value), so the next configuration starts
+    from nothing. Karpenter's termination finalizers go within a second (nothing to drain: no
+    kubelet); what still holds one after 10 s has it dropped."""
+    kube, (key, value) = api.kube, plain_label
+    t0 = time.monotonic()
     kube.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--ignore-not-found", "--wait=false",
              check=False)
-    kube.run("delete", "nodepools.karpenter.sh,nodeclaims.karpenter.sh", "--all", "--wait=false", "--ignore-not-found",
-             check=False)
-    kube.run("delete", "nodes", "-l", NODEPOOL_LABEL, "--wait=false", "--ignore-not-found", check=False)
-    kube.run("delete", "nodes", "-l", node_selector, "--wait=false", "--ignore-not-found", check=False)
 
-    def left() -> list[tuple[str, str]]:
-        out = []
-        for res, sel in (("nodeclaims.karpenter.sh", None), ("nodepools.karpenter.sh", None), ("nodes", NODEPOOL_LABEL),
-                         ("nodes", node_selector)):
-            for i in (kube.get(res, selector=sel) or {}).get("items", []):
-                out.append((res, i["metadata"]["name"]))
+    def left() -> list[dict]:
+        items = api.items("nodes") + api.items("nodeclaims") + api.items("nodepools")
+        return [i for i in items if i["kind"] != "Node" or NODEPOOL_LABEL in (i["metadata"].get("labels") or {})
+                or (i["metadata"].get("labels") or {}).get(key) == value]
+
+    objs = left()
+    if objs:
+        kube.run("delete", "--wait=false", "--ignore-not-found",
+                 *[f"{_resource(i)}/{i['metadata']['name']}" for i in objs], check=False)
+
+    def gone() -> bool:
+        rest = left()
+        if rest and time.monotonic() - t0 > 10:
+            for i in rest:
                 if i["metadata"].get("finalizers"):
-                    kube.run("patch", res, i["metadata"]["name"], "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
-                             check=False)
-        for i in (kube.get("pods", namespace=namespace) or {}).get("items", []):
-            out.append(("pod", i["metadata"]["name"]))
-        return out
-    wait_for(lambda: not left(), 60, "the previous configuration's objects to go", 0.2)
+                    kube.run("patch", _resource(i), i["metadata"]["name"], "--type=merge", "-p",
+                             '{"metadata":{"finalizers":null}}', check=False)
+        return not rest and not api.items("pods", namespace)
+    wait_for(gone, 60, "the previous configuration's objects to go", 0.1)
+
+
+def _resource(obj: dict) -> str:
+    return {"Node": "node", "NodePool": "nodepools.karpenter.sh", "NodeClaim": "nodeclaims.karpenter.sh"}[obj["kind"]]
