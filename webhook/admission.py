@@ -608,6 +608,8 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
     - ``expected-wait``: ``0s`` for Fits, ``never`` for NeverFits, the engine's estimate when it
       provides one; when running work can never free enough, what the gang waits for instead
       (``waits for repair: 8 cordoned node(s) must be uncordoned; …``); else ``unknown``
+    - ``scale-up``: only when the gang needs new nodes (NeedsScaleUp): ``61 pod(s) need new
+      nodes: NodePool gpu-h100 61 node(s)`` (pods where the new nodes' shape is unknown)
     - ``checked-at``: RFC 3339 UTC time ``now``
     """
     p = policy.annotation_prefix
@@ -634,7 +636,7 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
     else:
         secs = _wait_seconds(decision)
         wait = _wait_blocker(decision) or (_fmt_duration(secs) if secs is not None else "unknown")
-    return {
+    out = {
         p + "verdict": decision.verdict,
         p + "reasons": ",".join(decision.reasons) or "none",
         p + "nodes-fit-now": f"{plural(nodes.get('fit_now', 0), 'node')} can take a pod now; {plural(needed, 'pod')} needed",
@@ -642,6 +644,22 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
         p + "expected-wait": wait,
         p + "checked-at": rfc3339(now),
     }
+    scale = _scale_up_text(decision)
+    if scale:
+        out[p + "scale-up"] = scale
+    return out
+
+
+def _scale_up_text(decision: Decision) -> str | None:
+    """``61 pod(s) need new nodes: NodePool gpu-h100 61 node(s)`` from a NeedsScaleUp finding, else None."""
+    f = next((f for f in decision.findings if f.code == "NeedsScaleUp"), None)
+    if f is None:
+        return None
+    d = f.data
+    pools = [f"{row.get('kind')} {row.get('name')} "
+             + (f"{row['nodes_needed']} node(s)" if row.get("nodes_needed") is not None else f"{row.get('pods')} pod(s)")
+             for row in d.get("pools") or []]
+    return f"{d.get('pods_missing', 0)} pod(s) need new nodes: " + (", ".join(pools) if pools else "no autoscaler has room")
 
 
 def _pointer_token(key: str) -> str:

@@ -12,7 +12,8 @@ This module is the driver and the placement step; each other step has a module o
 ``options`` (``EngineOptions``), ``quota_check`` (which queue system, the quota lint),
 ``podsets`` (each pod set's eligible nodes and pods per node, memoised per shape), ``proofs``
 (the capacity bounds that prove NeverFits), ``explain`` (why it waits, the message),
-``node_report`` (the node view and fragmentation figures). Pure: no I/O, no clock.
+``node_report`` (the node view and fragmentation figures), ``autoscale.review`` (a capacity
+NeverFits only with a proof over what node autoscalers could add too). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .autoscale.review import scale_up_review
+from .autoscale.sources import effective_sources
 from .decision import FITS, NEVER_FITS, WAITS, Decision
 from .explain import (competition_findings, decision_message, group_findings, head_of_line_finding, now_findings,
                       short_warning, sort_findings)
@@ -29,7 +32,7 @@ from .fit import FOUND, NONE, SEARCH_BUDGET, Demand, place, search
 from .model import Finding, GangRequest
 from .node_report import fragmentation, node_report
 from .options import DEFAULT_GPU_RESOURCES, EngineOptions, all_or_nothing
-from .podsets import PodSetEval, evaluate_pod_set, fmt_req, main_gpu, primary_pod_set, same_shape_pods
+from .podsets import PodSetEval, constraints_of, evaluate_pod_set, fmt_req, main_gpu, primary_pod_set, same_shape_pods
 from .proofs import capacity_proofs, no_packing_finding, unprovable
 from .quota_check import lint_quota, quota_step
 from .snapshot import ClusterSnapshot
@@ -74,6 +77,7 @@ def evaluate(
         evaluate_pod_set(snap, ps, (quota.candidate_flavors.get(ps.name) if quota else None), flavors_now.get(ps.name), options)
         for ps in pod_sets
     ]
+    first_capacity = len(findings)
     if not snap.nodes:
         findings.append(Finding("NoNodes", WAITS, "the cluster data holds no nodes; capacity not checked"))
     elif evals:
@@ -82,6 +86,9 @@ def evaluate(
     placed_now, placement = None, {}
     if evals and not never and snap.nodes:
         placed_now, placement, never = _placement_step(snap, gang, evals, options, findings)
+    if evals and effective_sources(snap, options):
+        cons = [constraints_of(ev.ps, quota.candidate_flavors.get(ev.ps.name) if quota else None, options) for ev in evals]
+        never = scale_up_review(snap, gang, evals, cons, options, findings, first_capacity, placed_now is not None)
     if evals and not never:
         group_findings(gang, evals, findings)
         competition_findings(snap, gang, evals, options, findings)

@@ -29,9 +29,10 @@ __all__ = ["ORDER", "now_findings", "group_findings", "competition_findings", "h
 
 # Order in which findings are told (most important first).
 ORDER = [
-    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
+    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ExceedsScaleUpLimits", "NeedsScaleUp",
+    "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
     "ExceedsClusterCapacity",
-    "TopologyPlacementFailed", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
+    "TopologyPlacementFailed", "NoMatchingScaleUp", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
     "ParallelismExceedsCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
     "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes", "PlacementUnproven",
@@ -175,8 +176,9 @@ def decision_message(gang: GangRequest, verdict: str, findings: list[Finding], n
     return f"{who} can start, but not now: {head}."
 
 
-#: Adapter lints that explain a denial (e.g. a defaulted minAvailable), told with it.
-_EXPLAINS_DENIAL = ("MinAvailableDefaulted", "MinAvailableBelowTasks", "GangMinimumBelowReplicas")
+#: Findings that explain a denial, told after it: adapter lints (e.g. a defaulted minAvailable),
+#: and why no autoscaler could add a node the gang may use.
+_EXPLAINS_DENIAL = ("MinAvailableDefaulted", "MinAvailableBelowTasks", "GangMinimumBelowReplicas", "NoMatchingScaleUp")
 
 
 def _hint(gang: GangRequest, f: Finding) -> str:
