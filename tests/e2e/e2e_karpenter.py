@@ -165,8 +165,10 @@ class Api:
             pass
 
     def items(self, what: str, namespace: str | None = None) -> list[dict]:
-        """``what``: a key of ``PATHS``; every item, with ``kind`` set."""
-        kind = {"nodes": "Node", "pods": "Pod", "nodepools": "NodePool", "nodeclaims": "NodeClaim"}[what]
+        """``what``: a key of ``PATHS``; every item, with ``apiVersion`` and ``kind`` set (a list
+        from the API server leaves them out of its items)."""
+        api_version, kind = {"nodes": ("v1", "Node"), "pods": ("v1", "Pod"), "nodepools": ("karpenter.sh/v1", "NodePool"),
+                             "nodeclaims": ("karpenter.sh/v1", "NodeClaim")}[what]
         if self.base is None:
             res = {"nodepools": "nodepools.karpenter.sh", "nodeclaims": "nodeclaims.karpenter.sh"}.get(what, what)
             doc = self.kube.get(res, namespace=namespace, all_ns=namespace is None and what == "pods")
@@ -178,6 +180,7 @@ class Api:
                 doc = json.loads(r.read())
         out = doc.get("items") or []
         for i in out:
+            i.setdefault("apiVersion", api_version)
             i.setdefault("kind", kind)
         return out
 
@@ -242,7 +245,7 @@ class Karpenter:
         env = {**os.environ, "KUBECONFIG": str(self.kube.kubeconfig), "SYSTEM_NAMESPACE": "kube-system",
                "DISABLE_LEADER_ELECTION": "true", "METRICS_PORT": str(self.metrics_port),
                "HEALTH_PROBE_PORT": str(self.health_port), "INSTANCE_TYPES_FILE_PATH": str(self.catalog),
-               "BATCH_IDLE_DURATION": "100ms", "BATCH_MAX_DURATION": "2s", "LOG_LEVEL": "info",
+               "BATCH_IDLE_DURATION": "300ms", "BATCH_MAX_DURATION": "3s", "LOG_LEVEL": "info",
                "CPU_REQUESTS": "1000", "DISABLE_CLUSTER_STATE_OBSERVABILITY": "true"}
         self.proc = Proc("karpenter", [str(self.dir / "karpenter-kwok")], self.log, env=env).start()
 
