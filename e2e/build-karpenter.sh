@@ -19,16 +19,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mod="$here/karpenter"
 version="$(awk '$1=="require" && $2=="sigs.k8s.io/karpenter" {print $3}' "$mod/go.mod")"
-cache_root="${GANGCHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangcheck}"
+log_tag=karpenter
+source "$here/build-lib.sh"
 out="$cache_root/karpenter-$version"
 mkdir -p "$out"
-
-log() { printf '[karpenter %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-command -v go >/dev/null 2>&1 || { log "ERROR: 'go' is not on PATH; cannot build karpenter-kwok"; exit 2; }
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
-export GOFLAGS="${GOFLAGS:-} -trimpath -buildvcs=false"
-ldflags='-s -w'
 
 recipe="$( { cat "$mod/go.mod" "$mod/go.sum"; echo "$ldflags|$GOFLAGS"; } | sha256sum | cut -c1-16)"
 rebuild="${GANGCHECK_REBUILD:-0}"
@@ -41,18 +35,7 @@ if [[ "$rebuild" != 1 && -x "$out/karpenter-kwok" && -f "$out/RECIPE" && -d "$ou
   log "reusing karpenter $version in $out"
 else
   log "building karpenter-kwok $version into $out (a cold build takes a few minutes on a small machine)"
-  start=$SECONDS logf="$(mktemp)"
-  ( cd "$mod" && go build -v -ldflags="$ldflags" -o "$out/.karpenter-kwok.tmp" sigs.k8s.io/karpenter/kwok ) >"$logf" 2>&1 &
-  pid=$!
-  # go build -v prints one package per line as it compiles it: a heartbeat with the count.
-  while kill -0 "$pid" 2>/dev/null; do
-    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -0 "$pid" 2>/dev/null && log "karpenter-kwok: $(( SECONDS - start ))s, $(wc -l <"$logf") packages compiled so far"
-  done
-  if ! wait "$pid"; then
-    log "karpenter-kwok: FAILED after $(( SECONDS - start ))s; last output:"; tail -n 40 "$logf" >&2; rm -f "$logf"; exit 1
-  fi
-  log "karpenter-kwok: done in $(( SECONDS - start ))s ($(wc -l <"$logf") packages)"; rm -f "$logf"
+  run_build "karpenter-kwok $version" "$mod" -ldflags="$ldflags" -o "$out/.karpenter-kwok.tmp" sigs.k8s.io/karpenter/kwok
   mv -f "$out/.karpenter-kwok.tmp" "$out/karpenter-kwok"
   # The CRDs of exactly the module that was built (read-only in the module cache: copy, then chmod).
   src="$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"

@@ -45,7 +45,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from e2e_controlplane import REPO, Kube, Proc, create_nodes, free_port, wait_for
+from e2e_controlplane import Kube, Proc, cache_root, create_nodes, free_port, required_version, wait_for, wait_ready
 
 GROUP = "karpenter.sh"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -109,20 +109,14 @@ def type_zones(type_name: str) -> set[str]:
 
 
 def version() -> str:
-    for line in (REPO / "e2e" / "karpenter" / "go.mod").read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "require" and parts[1] == "sigs.k8s.io/karpenter":
-            return parts[2]
-    raise RuntimeError("e2e/karpenter/go.mod: no `require sigs.k8s.io/karpenter vX.Y.Z` line")
+    return required_version("e2e/karpenter/go.mod", "sigs.k8s.io/karpenter")
 
 
 def karpenter_dir() -> Path:
     """Where e2e/build-karpenter.sh puts karpenter-kwok and crds/ (GANGCHECK_E2E_KARPENTER overrides)."""
     if os.environ.get("GANGCHECK_E2E_KARPENTER"):
         return Path(os.environ["GANGCHECK_E2E_KARPENTER"])
-    root = os.environ.get("GANGCHECK_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gangcheck")
-    return Path(root) / f"karpenter-{version()}"
+    return cache_root() / f"karpenter-{version()}"
 
 
 def missing(d: Path | None = None) -> str | None:
@@ -250,19 +244,9 @@ class Karpenter:
         self.proc = Proc("karpenter", [str(self.dir / "karpenter-kwok")], self.log, env=env).start()
 
         def ready():
-            if not self.proc.alive():
-                raise RuntimeError("karpenter-kwok exited:\n" + self.proc.tail())
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        try:
-            wait_for(ready, timeout, "karpenter-kwok /readyz", 0.3)
-        except RuntimeError as exc:
-            raise AssertionError(str(exc)) from None
-        except AssertionError:
-            raise AssertionError(f"karpenter-kwok not ready in {timeout:.0f}s:\n{self.proc.tail()}") from None
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
+                return r.status == 200
+        wait_ready(self.proc, ready, timeout, 0.3)
         return self
 
     def stop(self) -> None:
