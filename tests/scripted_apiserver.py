@@ -92,6 +92,9 @@ RESOURCES: dict[str, Resource] = {
         Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False),
         Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True),
         Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True),
+        Resource("karpenter.sh", "v1", "nodepools", "NodePool", False),
+        Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False),
+        Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True),
     )
 }
 

@@ -52,3 +52,23 @@ def test_no_scale_up_annotation_without_autoscalers():
     nodes = [Node("n0", labels=H100, capacity=NODE8, allocatable=NODE8)]
     d = evaluate(ClusterSnapshot(nodes), GangRequest("Job", "j", "ml", (PodSet("w", 1, {GPU: 8}),)))
     assert "gangcheck.io/scale-up" not in adm.annotations_for(d, Policy(), NOW)
+
+
+def test_the_expected_wait_of_a_gang_needing_new_nodes_is_their_provisioning_time():
+    from webhook.engine.evaluate import expected_wait
+
+    now = NOW.timestamp()
+    nodes = [Node(f"n{i}", labels={**H100, "karpenter.sh/nodepool": "gpu-h100"}, capacity=NODE8, allocatable=NODE8)
+             for i in range(3)]
+    snap = ClusterSnapshot(nodes, autoscaling=AutoscalingState(sources=(POOL,), provisioning_samples_s=(60.0,) * 4 + (100.0,) * 4))
+    gang = GangRequest("JobSet", "train", "ml", (PodSet("worker", 64, {"cpu": 8000, GPU: 8}, node_selector=H100),))
+    d = evaluate(snap, gang, now=now)
+    assert d.verdict == "Waits" and d.expected_wait is not None
+    # 3 nodes can never hold 64 pods: the wait is the learned launch → Ready time of 8 NodeClaims.
+    assert d.expected_wait["blocked_by"] == "scale-up"
+    assert 60 <= d.expected_wait["p50_s"] <= 100 and d.expected_wait["p90_s"] == 100
+    # The webhook's off-path estimate gives the same when handed the finding's data.
+    scale = next(f.data for f in d.findings if f.code == "NeedsScaleUp")
+    assert expected_wait(snap, gang, now, scale_up=scale) == d.expected_wait
+    ann = adm.annotations_for(d, Policy(), NOW)
+    assert ann["gangcheck.io/expected-wait"] != "unknown"

@@ -35,6 +35,12 @@ def test_default_resources_are_the_tables_resource_column_in_the_documented_orde
         ResourceSpec("volcano.queues", "Queue", "scheduling.volcano.sh", ("v1beta1",), "queues", optional=True),
         ResourceSpec("volcano.podgroups", "VolcanoPodGroup", "scheduling.volcano.sh", ("v1beta1",), "podgroups", optional=True),
         ResourceSpec("coscheduling.podgroups", "CoschedPodGroup", "scheduling.x-k8s.io", ("v1alpha1",), "podgroups", optional=True),
+        ResourceSpec("karpenter.nodepools", "NodePool", "karpenter.sh", ("v1",), "nodepools", optional=True),
+        ResourceSpec("karpenter.nodeclaims", "NodeClaim", "karpenter.sh", ("v1",), "nodeclaims", optional=True),
+        ResourceSpec("autoscaling.provisioningrequests", "ProvisioningRequest", "autoscaling.x-k8s.io", ("v1",),
+                     "provisioningrequests", optional=True),
+        ResourceSpec("autoscaler.status", "AutoscalerStatusConfigMap", "", ("v1",), "configmaps", namespace="kube-system",
+                     field_selector="metadata.name=cluster-autoscaler-status", optional=True),
     )
     assert POD_FIELD_SELECTOR == DEFAULT_RESOURCES[2].field_selector
 

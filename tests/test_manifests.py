@@ -58,6 +58,16 @@ def test_objects():
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("", "nodes") in granted and ("", "pods") in granted and ("kueue.x-k8s.io", "workloads") in granted
     assert ("", "configmaps") not in granted  # only in its namespace, via a Role
+    assert ("karpenter.sh", "nodepools") in granted and ("karpenter.sh", "nodeclaims") in granted
+    assert ("autoscaling.x-k8s.io", "provisioningrequests") in granted
+    # cluster-autoscaler's status ConfigMap: that one name in kube-system, read-only
+    status = objs[("Role", "gangcheck-autoscaler-status-reader")]
+    assert status["metadata"]["namespace"] == "kube-system"
+    assert status["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cluster-autoscaler-status"],
+                                "verbs": ["get", "list", "watch"]}]
+    binding = objs[("RoleBinding", "gangcheck-autoscaler-status-reader")]
+    assert binding["metadata"]["namespace"] == "kube-system" and binding["roleRef"]["name"] == status["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gangcheck", "namespace": "gangcheck-system"}]
     dep = objs[("Deployment", "gangcheck")]
     assert dep["spec"]["replicas"] == 2
     pod = dep["spec"]["template"]["spec"]
@@ -107,7 +117,11 @@ def test_kubectl_kustomize_renders(kdir):
     assert "Deployment" in kinds and "ValidatingWebhookConfiguration" in kinds
     assert all(d["metadata"].get("namespace") == "gangcheck-system" for d in rendered
                if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding",
-                                    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"))
+                                    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+               and d["metadata"]["name"] != "gangcheck-autoscaler-status-reader")
+    status = [d for d in rendered if d["metadata"]["name"] == "gangcheck-autoscaler-status-reader"]
+    assert sorted(d["kind"] for d in status) == ["Role", "RoleBinding"]
+    assert all(d["metadata"]["namespace"] == "kube-system" for d in status)
     if kdir.name == "cert-manager":
         for d in rendered:
             if d["kind"].endswith("WebhookConfiguration"):

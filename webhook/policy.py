@@ -11,12 +11,15 @@ imports pydantic, DESIGN.md layers).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from .engine.autoscale.model import AutoscalingPolicy, PolicyPool
 from .engine.evaluate import DEFAULT_GPU_RESOURCES, EngineOptions
+from .engine.model import Taint, frozen_map
+from .engine.quantity import QuantityError, is_whole_quantity, parse_quantity
 
 __all__ = ["Policy", "PolicyError", "load_policy", "parse_policy"]
 
@@ -32,6 +35,89 @@ class PolicyError(ValueError):
     def __init__(self, message: str, code: str = "invalid") -> None:
         super().__init__(message)
         self.code = code
+
+
+class _PolicyTaint(BaseModel):
+    """A taint new nodes of a policy pool carry (core/v1 Taint: key, value, effect)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class _PolicyNodePool(BaseModel):
+    """One ``autoscaling.nodePools`` entry (see ``Policy``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[_PolicyTaint] = Field(default_factory=list)
+    max_nodes: StrictInt | None = Field(default=None, ge=0, le=1_000_000, alias="maxNodes")
+    node_shape: dict[str, Any] | None = Field(default=None, alias="nodeShape")
+    provisioning_seconds: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False, strict=True,
+                                               alias="provisioningSeconds")
+
+    @field_validator("node_shape")
+    @classmethod
+    def _quantities(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Every value a quantity (``8``, ``"1500m"``, ``"64Gi"``); extended resources whole."""
+        for resource, q in (v or {}).items():
+            if isinstance(q, bool) or not isinstance(q, (str, int, float)):
+                raise ValueError(f"{resource}: expected a quantity such as 8, '1500m' or '64Gi', got {q!r}")
+            try:
+                parse_quantity(resource, q)
+                whole = is_whole_quantity(q)
+            except QuantityError as exc:
+                raise ValueError(str(exc)) from None
+            if "/" in resource and not whole:
+                raise ValueError(f"{resource}: extended resources must be whole numbers, got {q!r}")
+        return v
+
+    def engine_pool(self) -> PolicyPool:
+        """The engine's ``PolicyPool`` (node shape in scheduler units)."""
+        shape = None if self.node_shape is None else frozen_map({r: parse_quantity(r, q) for r, q in self.node_shape.items()})
+        return PolicyPool(
+            name=self.name,
+            labels=frozen_map(self.labels),
+            taints=tuple(Taint(t.key, t.value, t.effect) for t in self.taints),
+            max_nodes=self.max_nodes,
+            node_shape=shape,
+            provisioning_s=self.provisioning_seconds,
+        )
+
+
+class _PolicyAutoscaling(BaseModel):
+    """The ``autoscaling`` section (see ``Policy``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = Field(default=True, strict=True)
+    assume_scale_up: bool = Field(default=False, strict=True, alias="assumeScaleUp")
+    provisioning_seconds: float = Field(default=300.0, gt=0, le=7 * 86400, allow_inf_nan=False, strict=True,
+                                        alias="provisioningSeconds")
+    node_pools: list[_PolicyNodePool] = Field(default_factory=list, max_length=1000, alias="nodePools")
+
+    @field_validator("node_pools")
+    @classmethod
+    def _unique(cls, v: list[_PolicyNodePool]) -> list[_PolicyNodePool]:
+        seen: set[str] = set()
+        for p in v:
+            if p.name in seen:
+                raise ValueError(f"expected each name once, {p.name!r} is listed twice")
+            seen.add(p.name)
+        return v
+
+    def engine_policy(self) -> AutoscalingPolicy:
+        """The engine's ``AutoscalingPolicy``."""
+        return AutoscalingPolicy(
+            enabled=self.enabled,
+            assume_scale_up=self.assume_scale_up,
+            provisioning_s=float(self.provisioning_seconds),
+            pools=tuple(p.engine_pool() for p in self.node_pools),
+        )
 
 
 class Policy(BaseModel):
@@ -60,6 +146,13 @@ class Policy(BaseModel):
     - ``staleAfterSeconds``: cache age past which the webhook fails open. Default 120 s.
     - ``warnFragmentationRatio``: warn when stranded/free GPUs for the gang's shape ≥ this (0–1).
     - ``warnExpectedWaitSeconds``: warn when the expected wait ≥ this many seconds.
+    - ``autoscaling``: node autoscalers (issue #16) — ``enabled`` (default true; false ignores
+      every NodePool / node group the cluster shows), ``assumeScaleUp`` (default false: assume
+      an autoscaler the cluster does not show may add nodes of any labels and shape, so only
+      quota proves NeverFits), ``provisioningSeconds`` (default 300: launch → Ready time until
+      the cluster has shown some), ``nodePools``: ``[{name, labels, taints, maxNodes,
+      nodeShape: {resource: quantity}, provisioningSeconds}]`` — what a NodePool or node group
+      of that name cannot show (its node shape, a node cap), or a pool of its own.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -75,6 +168,7 @@ class Policy(BaseModel):
     stale_after_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False, strict=True, alias="staleAfterSeconds")
     warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, allow_inf_nan=False, strict=True, alias="warnFragmentationRatio")
     warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, allow_inf_nan=False, strict=True, alias="warnExpectedWaitSeconds")
+    autoscaling: _PolicyAutoscaling = Field(default_factory=_PolicyAutoscaling)
 
     @field_validator("transient_taints")
     @classmethod
@@ -99,6 +193,7 @@ class Policy(BaseModel):
             extended_resource_toleration=self.extended_resource_toleration,
             namespace_default_tolerations=self.pod_toleration_restriction,
             plain_jobs_as_gangs=self.plain_jobs_as_gangs,
+            autoscaling=self.autoscaling.engine_policy(),
         )
 
 

@@ -17,6 +17,9 @@ Each concern lives in its own module:
 * ``volcano_objects`` — scheduling.volcano.sh/v1beta1 Queue and PodGroup;
   scheduling.x-k8s.io/v1alpha1 PodGroup (scheduler-plugins coscheduling);
 * ``workload`` (Kueue Workload), ``disruption`` (PodDisruptionBudget);
+* ``autoscaling_objects`` — karpenter.sh/v1 NodePool and NodeClaim, autoscaling.x-k8s.io/v1
+  ProvisioningRequest, cluster-autoscaler's status ConfigMap (its text: ``ca_status``);
+  ``autoscaling_state`` — those and the Nodes → ``ClusterSnapshot.autoscaling``;
 * ``meta`` — object identity and the scalar readers all of them share.
 
 Every converter takes one object as a plain dict and returns one engine value, raising

@@ -6,7 +6,8 @@ kind's reader by (API group, kind) (``_READERS``, one table), keeping the last o
 key, skipping terminal pods and counting every kind the engine does not use, and locating an
 error at its object's position. Does not own any kind's rules: those are in ``nodes``, ``pods``
 (and its fast path ``pod_reader``), ``priority``, ``kueue_objects``, ``volcano_objects``,
-``workload`` and ``disruption``.
+``workload``, ``disruption`` and, for node autoscalers, ``autoscaling_objects`` (combined with
+the Nodes into ``ClusterSnapshot.autoscaling`` by ``autoscaling_state``).
 
 Shapes: objects are dicts as ``kubectl get -o yaml`` writes them, or pods the JSON dump reader
 already decoded (``PodStruct``) or converted (``BoundPod``, ``ConvertedPod``). Pure: no I/O.
@@ -22,6 +23,16 @@ import msgspec
 
 from ..engine.model import BoundPod, KueueState, VolcanoState, frozen_map
 from ..engine.snapshot import ClusterSnapshot
+from .autoscaling_objects import (
+    AUTOSCALING_X_K8S,
+    KARPENTER,
+    ca_status_from_k8s,
+    is_ca_status,
+    nodeclaim_from_k8s,
+    nodepool_from_k8s,
+    provisioning_request_from_k8s,
+)
+from .autoscaling_state import autoscaling_state
 from .disruption import disruption_budget_from_k8s
 from .errors import AdapterError
 from .kueue_objects import cluster_queue_from_k8s, cohort_from_k8s, local_queue_from_k8s, resource_flavor_from_k8s
@@ -40,8 +51,20 @@ __all__ = ["build_snapshot"]
 _by_name = attrgetter("name")
 _by_namespaced_name = attrgetter("namespace", "name")
 
+
+def _ca_status(obj: Mapping) -> Any:
+    """cluster-autoscaler's status ConfigMap (kube-system/cluster-autoscaler-status); None for
+    any other ConfigMap (skipped)."""
+    return ca_status_from_k8s(obj) if is_ca_status(obj) else None
+
+
+def _one(_value: Any) -> str:
+    """The key of a kind the snapshot holds at most one of."""
+    return ""
+
 #: (API group, kind) → (reader, the snapshot's collection it fills, the key an object replaces
-#: an earlier one by). Pods and PriorityClasses have their own steps; any other kind is skipped.
+#: an earlier one by). Pods and PriorityClasses have their own steps; any other kind is skipped,
+#: and so is an object its reader returns None for (a ConfigMap other than the autoscaler's status).
 _READERS: dict[tuple[str, str], tuple[Callable[[Mapping], Any], str, Callable[[Any], Any]]] = {
     ("", "Node"): (node_from_k8s, "nodes", _by_name),
     (KUEUE, "ResourceFlavor"): (resource_flavor_from_k8s, "flavors", _by_name),
@@ -53,6 +76,11 @@ _READERS: dict[tuple[str, str], tuple[Callable[[Mapping], Any], str, Callable[[A
     (COSCHEDULING, "PodGroup"): (pod_group_from_k8s, "pod_groups", _by_namespaced_name),
     (KUEUE, "Workload"): (workload_from_k8s, "workloads", _by_namespaced_name),
     ("policy", "PodDisruptionBudget"): (disruption_budget_from_k8s, "budgets", _by_namespaced_name),
+    (KARPENTER, "NodePool"): (nodepool_from_k8s, "nodepools", _by_name),
+    (KARPENTER, "NodeClaim"): (nodeclaim_from_k8s, "nodeclaims", _by_name),
+    (AUTOSCALING_X_K8S, "ProvisioningRequest"): (provisioning_request_from_k8s, "provisioning_requests",
+                                                 _by_namespaced_name),
+    ("", "ConfigMap"): (_ca_status, "ca_status", _one),
 }
 
 
@@ -171,6 +199,9 @@ class _Contents:
             return
         read, collection, key = entry
         value = read(obj)
+        if value is None:
+            self._skip(kind)
+            return
         self.collections[collection][key(value)] = value
 
     def snapshot(self, priority_classes: Mapping[str, int], source: str, as_of: float | None) -> ClusterSnapshot:
@@ -187,6 +218,8 @@ class _Contents:
             source=source,
             as_of=as_of,
             disruption_budgets=c["budgets"].values(),
+            autoscaling=autoscaling_state(c["nodes"].values(), c["nodepools"].values(), c["nodeclaims"].values(),
+                                          c["ca_status"].get(""), c["provisioning_requests"].values()),
         )
 
 

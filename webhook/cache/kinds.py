@@ -7,7 +7,11 @@ decoded object becomes a store entry (``project``: ``(key, projection)``, from t
 ``webhook.adapters`` converters), which ``ClusterSnapshot`` field its store feeds (``slot``), and
 the few kind-specific steps (informers to wait for, a fast list path, watch hooks, per-node
 usage, what a change does to the cache). ``DEFAULT_RESOURCES`` is the table's resource column
-(DESIGN.md "Cache"); Kueue tries v1beta1 then v1beta2 (Cohorts also v1alpha1).
+(DESIGN.md "Cache"); Kueue tries v1beta1 then v1beta2 (Cohorts also v1alpha1). Node
+autoscalers (issue #16): Karpenter NodePools and NodeClaims (karpenter.sh/v1),
+ProvisioningRequests (autoscaling.x-k8s.io/v1), all optional, and the one ConfigMap
+kube-system/cluster-autoscaler-status; ``assemble_snapshot`` combines them with the Nodes
+(``webhook.adapters.autoscaling_state``).
 
 Owns also ``_Informer``: the list+watch machinery (``webhook.cache.informer.Informer``) with its
 hooks filled from the table (and the Pod steps of ``webhook.cache.pods``), and
@@ -35,6 +39,17 @@ from ..adapters.cluster import (
     resource_flavor_from_k8s,
     volcano_queue_from_k8s,
 )
+from ..adapters.autoscaling_objects import (
+    AUTOSCALING_X_K8S,
+    CA_STATUS_NAME,
+    CA_STATUS_NAMESPACE,
+    KARPENTER,
+    ca_status_from_k8s,
+    nodeclaim_from_k8s,
+    nodepool_or_unreadable,
+    provisioning_request_from_k8s,
+)
+from ..adapters.autoscaling_state import autoscaling_state
 from ..adapters.disruption import disruption_budget_from_k8s
 from ..adapters.workload import workload_from_k8s
 from ..engine.model import KueueState, VolcanoState, frozen_map
@@ -55,7 +70,8 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 #: are merged into one map (by ``rank``, then table order: on the same key the later wins).
 LIST_SLOTS = ("nodes", "pods")
 MAP_SLOTS = ("kueue.flavors", "kueue.cluster_queues", "kueue.local_queues", "kueue.cohorts", "kueue.workloads",
-             "volcano.queues", "volcano.pod_groups", "disruption_budgets")
+             "volcano.queues", "volcano.pod_groups", "disruption_budgets", "autoscaling.nodepools",
+             "autoscaling.nodeclaims", "autoscaling.provisioning_requests", "autoscaling.ca_status")
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,11 @@ def _policy_data(_inf: Any, obj: Mapping) -> tuple[Any, dict[str, str]]:
     return obj_key(obj), {str(k): str(v) for k, v in data.items()} if isinstance(data, Mapping) else {}
 
 
+def _ca_status(_inf: Any, obj: Mapping) -> tuple[Any, Any]:
+    """(key, ``CAStatusObject``): the status text parsed (never an error, see ``ca_status``)."""
+    return obj_key(obj), ca_status_from_k8s(obj)
+
+
 def _priority_classes_changed(cache: Any, store: dict) -> None:
     """The cache's PriorityClass values (pods' priorityClassName → priority) and the global
     default (the lowest, should there be several: the API server allows one)."""
@@ -184,6 +205,19 @@ KINDS: tuple[Kind, ...] = (
          _by_namespace(pod_group_from_k8s), "volcano.pod_groups", rank=1),
     Kind(_R("coscheduling.podgroups", "CoschedPodGroup", "scheduling.x-k8s.io", ("v1alpha1",), "podgroups", optional=True),
          _by_namespace(pod_group_from_k8s), "volcano.pod_groups"),
+    # Node autoscalers (issue #16): Karpenter and ProvisioningRequests are CRDs that may be absent.
+    # A NodePool that cannot be read is kept as one that may add any node (never a denial).
+    Kind(_R("karpenter.nodepools", "NodePool", KARPENTER, ("v1",), "nodepools", optional=True),
+         _by_name(nodepool_or_unreadable), "autoscaling.nodepools"),
+    Kind(_R("karpenter.nodeclaims", "NodeClaim", KARPENTER, ("v1",), "nodeclaims", optional=True),
+         _by_name(nodeclaim_from_k8s), "autoscaling.nodeclaims"),
+    Kind(_R("autoscaling.provisioningrequests", "ProvisioningRequest", AUTOSCALING_X_K8S, ("v1",),
+            "provisioningrequests", optional=True),
+         _by_namespace(provisioning_request_from_k8s), "autoscaling.provisioning_requests"),
+    # cluster-autoscaler's status: one ConfigMap (RBAC: a Role in kube-system for that name only).
+    Kind(_R("autoscaler.status", "AutoscalerStatusConfigMap", "", ("v1",), "configmaps", namespace=CA_STATUS_NAMESPACE,
+            field_selector=f"metadata.name={CA_STATUS_NAME}", optional=True),
+         _ca_status, "autoscaling.ca_status"),
     # Only with a policy ConfigMap configured: ``policy_resource(namespace, name)``.
     Kind(_R("policy", "PolicyConfigMap", "", ("v1",), "configmaps"), _policy_data, None, on_change=_policy_changed,
          default=False),
@@ -222,6 +256,10 @@ def assemble_snapshot(stores: Mapping[str, Any], *, priority_classes: Mapping[st
         source=source,
         node_used=node_used,
         disruption_budgets=(stores.get("disruption_budgets") or {}).values(),
+        autoscaling=autoscaling_state(stores.get("nodes", ()), m("autoscaling.nodepools").values(),
+                                      m("autoscaling.nodeclaims").values(),
+                                      next(iter(m("autoscaling.ca_status").values()), None),
+                                      m("autoscaling.provisioning_requests").values()),
     )
 
 

@@ -3,14 +3,16 @@ expert isolates it, and what to do about it (FIELD-NOTES §4–§7). The package
 
 Steps of ``diagnose`` (each: name, question, the kubectl command a person would run, what
 gangcheck found — numbers —, and what it means): 1. quota, 2. fit, 3. nodes (per-node reasons),
-4. device-plugin, 5. partial-gangs; then a one-line verdict and the fixes ranked by displacement
+4. device-plugin, 5. partial-gangs (with an autoscaler step after 3 when the cluster shows a node
+autoscaler, #16); then a one-line verdict and the fixes ranked by displacement
 (``webhook.engine.fixes``).
 
 Rooms:
 
 * ``report`` — the model: one frozen dataclass per step, ``DiagnosisReport``; ``to_dict`` is the JSON.
 * ``analyze`` — the order of the steps, fit and per-node reasons, the verdict line (``diagnose``,
-  ``diagnose_report``); ``quota``, ``device_plugin``, ``partial_gangs`` — steps 1, 4, 5.
+  ``diagnose_report``); ``quota``, ``device_plugin``, ``partial_gangs`` — steps 1, 4, 5;
+  ``autoscaler`` — the autoscaler step (NodePools, node groups, ProvisioningRequests).
 * ``render_text`` / ``render_json`` — the two renderers of the model (and of fragmentation).
 * ``fragmentation`` — the fragmentation report for one pod shape, ``parse_shape``.
 * ``targets`` — KIND/NAME → a gang (``find_gang``); ``command`` — the CLI commands (the I/O).

@@ -2,7 +2,8 @@
 a ``DiagnosisReport`` (``webhook.diagnose.report``); the renderers print it.
 
 Owns the order of the steps and steps 2 (fit) and 3 (per-node reasons), the one-line verdict, and
-the call of the fixes; steps 1, 4 and 5 live in ``quota``, ``device_plugin`` and ``partial_gangs``.
+the call of the fixes; steps 1, 4 and 5 live in ``quota``, ``device_plugin`` and ``partial_gangs``,
+the autoscaler step (only on a cluster that shows an autoscaler) in ``autoscaler``.
 The fixes are ranked by displacement in ``webhook.engine.fixes``; the verdict and per-node reasons
 come from ``webhook.engine.evaluate``. Pure: no I/O, no clock (``now`` is an argument).
 
@@ -13,6 +14,9 @@ numbers —, and what it means):
    workloads ahead of it and orphan reservations.
 2. fit — eligible nodes, nodes that can take one pod now, the deficit, free vs stranded GPUs.
 3. nodes — per-node reasons in kube-scheduler's wording with sample node names.
+   autoscaler — (when the cluster shows one) the NodePools / node groups / policy pools that could
+   take the gang, their limits and usage, pending NodeClaims, why the others do not match, the
+   gang's ProvisioningRequests, the provisioning time.
 4. device-plugin — capacity vs allocatable, GPU-labelled nodes without a GPU resource, MIG
    slices vs layout, stale zero-valued resources, allocatable below what pods hold, and the
    device-plugin pod on each such node.
@@ -34,6 +38,7 @@ from ..engine.quantity import format_quantity
 from ..engine.snapshot import ClusterSnapshot
 from ..engine.text import plural
 from ..gcpause import gc_paused
+from .autoscaler import autoscaler_step
 from .device_plugin import device_plugin_step
 from .partial_gangs import partial_gangs_step
 from .quota import quota_step
@@ -72,15 +77,17 @@ def diagnose_report(snap: ClusterSnapshot, gang: GangRequest, now: float | None 
 
 def _analyze(snap: ClusterSnapshot, gang: GangRequest, now: float | None, options: EngineOptions,
              decision: Decision | None, expected_wait_s: float | None) -> DiagnosisReport:
-    """Evaluate (unless given), run the five steps, the verdict line and the fixes."""
+    """Evaluate (unless given), run the steps, the verdict line and the fixes."""
     d = decision or evaluate(snap, gang, options, now=now)
     if expected_wait_s is None and d.expected_wait and not d.expected_wait.get("unknown"):
         expected_wait_s = d.expected_wait.get("p50_s")
     view = gang_view(snap, gang, d, options)
+    scale = autoscaler_step(snap, gang, d, view, options)  # None: the cluster shows no autoscaler
     steps = (
         quota_step(snap, gang, d, view),
         fit_step(snap, gang, d, view, options),
         nodes_step(snap, gang, d, view),
+        *(() if scale is None else (scale,)),
         device_plugin_step(snap, view, options),
         partial_gangs_step(snap, gang, view, options),
     )
@@ -211,12 +218,16 @@ def verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: Sequence
                         f"{view.deficit} of {view.need} pods have no node")
         else:
             bits.append(f"capacity: {view.deficit} of {view.need} pods have no room now")
+    scale = next((s for s in steps if s.name == "autoscaler"), None)
+    if scale is not None and scale.get("summary"):  # what the autoscalers can or cannot add
+        bits.append(scale.summary)
     if "device-plugin" in blockers:
         n = next(s for s in steps if s.name == "device-plugin").eligible_nodes_with_problems
         bits.append(f"{n} node(s) with device-plugin problems")
     if "partial-gangs" in blockers:
         bits.append("partial gangs hold GPUs")
     w = d.expected_wait or {}
-    if w.get("blocked_by"):  # what it waits for instead of running work, as check and the webhook say
+    told = scale is not None and scale.get("summary") and w.get("blocked_by") == "scale-up"  # new nodes: said above
+    if w.get("blocked_by") and not told:  # what it waits for instead of running work, as check and the webhook say
         bits.append(w["text"])
     return f"{who}: Waits — " + ("; ".join(bits) if bits else d.message) + "."

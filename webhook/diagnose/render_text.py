@@ -16,7 +16,9 @@ from typing import Any
 
 from ..engine.quantity import format_quantity
 from ..engine.text import plural
-from .report import SAMPLES, DevicePluginStep, DiagnosisReport, FitStep, NodesStep, PartialGangsStep, QuotaStep, Step
+from ..engine.wait.result import format_duration
+from .report import (SAMPLES, AutoscalerStep, DevicePluginStep, DiagnosisReport, FitStep, NodesStep, PartialGangsStep, QuotaStep,
+                     Step)
 
 __all__ = ["render_diagnosis", "render_fragmentation", "COMMANDS_SHOWN"]
 
@@ -186,9 +188,69 @@ def _partial_gangs_lines(f: PartialGangsStep) -> list[str]:
     return out
 
 
+def _autoscaler_lines(f: AutoscalerStep) -> list[str]:
+    """The sources (limits, usage, nodes, room; why the others do not match, per pod set), each
+    with its commands; the gang's ProvisioningRequests; the notes."""
+    if not f.get("enabled", True):
+        return [f"autoscaling off in the policy; {plural(f.get('sources_total', 0), 'source')} ignored"]
+    prov = f.get("provisioning") or {}
+    head = (f"{plural(f.sources_total, 'source')}, {len(f.get('matching') or [])} matching the main pod set "
+            f"({', '.join(f.get('matching') or []) or 'none'}); {plural(f.get('pods_missing', 0), 'pod')} need new nodes")
+    if prov:
+        head += f"; new nodes ~{format_duration(prov['p50_s'])} to Ready"
+        head += "" if prov["p90_s"] == prov["p50_s"] else f" (p90 {format_duration(prov['p90_s'])})"
+        head += f", {prov['basis']}"
+    out = [head]
+    for e in f.get("sources") or []:
+        out.append(_source_line(e))
+        out.extend(f"  $ {c}" for c in e.get("commands") or [])
+    if f.get("sources_total", 0) > len(f.get("sources") or []):
+        out.append(f"… {f.sources_total - len(f.sources)} more source(s)")
+    for p in f.get("provisioning_requests") or []:
+        owner = f", {p['owner']}" if p.get("owner") else ""
+        out.append(f"ProvisioningRequest {p['namespace']}/{p['name']} ({p['class'] or 'no class'}, {plural(p['pods'], 'pod')}{owner}): "
+                   f"{p['state'] or 'no condition'}" + (f" — {p['message']}" if p.get("message") else "") + f" — {p['means']}")
+    if f.get("provisioning_requests_total", 0) > len(f.get("provisioning_requests") or []):
+        out.append(f"… {f.provisioning_requests_total - len(f.provisioning_requests)} more ProvisioningRequest(s)")
+    if f.get("provisioning_requests"):
+        ns = f.provisioning_requests[0]["namespace"]
+        out.append(f"  $ kubectl get provisioningrequests.autoscaling.x-k8s.io -n {_q(ns)}   # Provisioned / Failed and their messages")
+    out.extend(f"note: {n}" for n in f.get("notes") or [])
+    return out
+
+
+def _source_line(e: Mapping[str, Any]) -> str:
+    """"NodePool gpu-h100 (weight 10): takes worker; nvidia.com/gpu limit 512, 24 in use, 488 left;
+    3 nodes, 2 pending NodeClaims; room for 61 pods, 61 new nodes needed" — or why it does not
+    match, pod set by pod set."""
+    head = e["label"] + (f" (weight {e['weight']})" if e.get("weight") else "")
+    why = e.get("mismatches") or {}
+    parts = []
+    if e.get("matches"):
+        parts.append("takes " + ", ".join(e["matches"]))
+    for ps, reasons in why.items():
+        parts.append(f"does not take {ps}: " + "; ".join(reasons))
+    lims = [f"{r} limit {format_quantity(r, v)}, {format_quantity(r, e['in_use'].get(r, 0))} in use, "
+            f"{format_quantity(r, e['remaining'][r])} left" for r, v in (e.get("limits") or {}).items()]
+    parts.append("; ".join(lims) if lims else "no limits")
+    if e.get("max_new_nodes") is not None:
+        parts.append(f"at most {e['max_new_nodes']} more node(s)")
+    pending = e.get("pending", 0)
+    parts.append(f"{plural(e.get('nodes', 0), 'node')}, "
+                 + (plural(pending, "pending NodeClaim") if e["kind"] == "NodePool" else f"{pending} pending"))
+    if e.get("provisioning_s") is not None:
+        parts.append(f"~{format_duration(e['provisioning_s'])} to Ready")
+    if e.get("matches"):
+        room = "unbounded room" if e.get("pods_room") is None else f"room for {plural(e['pods_room'], 'pod')}"
+        if e.get("nodes_needed") is not None:
+            room += f", {plural(e['nodes_needed'], 'new node')} needed"
+        parts.append(room)
+    return f"{head}: " + "; ".join(parts)
+
+
 _FINDINGS: dict[str, Callable[[Any], list[str]]] = {
     "quota": _quota_lines, "fit": _fit_lines, "nodes": _nodes_lines, "device-plugin": _device_plugin_lines,
-    "partial-gangs": _partial_gangs_lines,
+    "partial-gangs": _partial_gangs_lines, "autoscaler": _autoscaler_lines,
 }
 
 

@@ -3,7 +3,7 @@ renderers (``render_text``, ``render_json``) print. Owns the shapes, not the ana
 of the text lines (the steps' ``meaning`` sentences are facts the analysis states, so they live here).
 
 Frozen dataclasses, one per step (``QuotaStep``, ``FitStep``, ``NodesStep``, ``DevicePluginStep``,
-``PartialGangsStep``), each with its question, the kubectl command a person would run, the facts
+``PartialGangsStep``, and ``AutoscalerStep`` when the cluster shows an autoscaler), each with its question, the kubectl command a person would run, the facts
 found (one field per key of the step's JSON ``findings``), what they mean and a status ("ok",
 "blocking", "info"); ``DiagnosisReport`` holds the gang, the cluster, the decision,
 the steps, the one-line verdict and the ranked fixes.
@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ABSENT", "SAMPLES", "Record", "Step", "QuotaStep", "FitStep", "NodesStep", "DevicePluginStep", "PartialGangsStep",
-    "STEP_TYPES",
+    "AutoscalerStep", "STEP_TYPES", "OPTIONAL_STEP_TYPES", "ALL_STEP_TYPES",
     "GangSummary", "ClusterSummary", "DecisionSummary", "DiagnosisReport",
 ]
 
@@ -108,7 +108,7 @@ class Step(Record):
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
         """The step of ``d["name"]`` read back from its JSON form."""
-        typ = STEP_TYPES[d["name"]]
+        typ = ALL_STEP_TYPES[d["name"]]
         facts = d["findings"]
         return typ(question=d["question"], command=d["command"], meaning=d["meaning"], status=d["status"],
                    **{f.name: facts.get(f.name, ABSENT) for f in fields(typ) if f.name not in _STEP_FIELDS})
@@ -220,8 +220,41 @@ class PartialGangsStep(Step):
     own_pending: int = ABSENT
 
 
-#: Step name → its class, in the isolation order.
+@dataclass(frozen=True, kw_only=True)
+class AutoscalerStep(Step):
+    """Which node autoscalers could add nodes for it, and what stops them? (#16; only when the
+    cluster shows an autoscaler or the policy declares one, after ``nodes``.)
+
+    ``enabled`` (False: the policy turns autoscaling off; then only ``sources_total`` and
+    ``summary`` follow), ``sources_total``, ``summary`` (a phrase for the verdict line, "" when
+    none), ``pods_missing`` (pods of the main shape that need new nodes), ``matching`` (labels of
+    the sources the main pod set may use, "NodePool gpu-h100"), ``sources`` (the first 10, in
+    Karpenter's order: {name, kind, label ("NodePool gpu-h100"), origin, weight, matches [pod set], mismatches {pod set:
+    [reason]}, limits, in_use, remaining {resource: amount}, max_new_nodes, nodes, pending
+    (NodeClaims not Ready), node_shape, provisioning_s, pods_room (main shape; null =
+    unbounded), pods_assigned, nodes_needed, commands [str]}), ``provisioning`` {p50_s, p90_s,
+    basis}, ``provisioning_requests`` (the gang's, first 10: {namespace, name, class, pods,
+    state, message, owner, means}), ``provisioning_requests_total``, ``notes`` [str]."""
+
+    name: ClassVar[str] = "autoscaler"
+    enabled: bool = ABSENT
+    sources_total: int = ABSENT
+    summary: str = ABSENT
+    pods_missing: int = ABSENT
+    matching: list[str] = ABSENT
+    sources: list[dict[str, Any]] = ABSENT
+    provisioning: dict[str, Any] = ABSENT
+    provisioning_requests: list[dict[str, Any]] = ABSENT
+    provisioning_requests_total: int = ABSENT
+    notes: list[str] = ABSENT
+
+
+#: Step name → its class, in the isolation order: the steps every report has.
 STEP_TYPES: dict[str, type[Step]] = {t.name: t for t in (QuotaStep, FitStep, NodesStep, DevicePluginStep, PartialGangsStep)}
+#: Steps a report has only when the cluster calls for them (``AutoscalerStep``: an autoscaler),
+#: with every step: what ``Step.from_dict`` reads back.
+OPTIONAL_STEP_TYPES: dict[str, type[Step]] = {AutoscalerStep.name: AutoscalerStep}
+ALL_STEP_TYPES: dict[str, type[Step]] = {**STEP_TYPES, **OPTIONAL_STEP_TYPES}
 
 
 # ---------------------------------------------------------------- the report
@@ -266,7 +299,8 @@ class DecisionSummary(Record):
 @dataclass(frozen=True)
 class DiagnosisReport:
     """One gang's diagnosis: ``gang``, ``cluster``, ``now`` (epoch seconds or None), ``decision``,
-    ``steps`` (the five, in order), ``verdict`` (one line), ``fixes`` (``Fix.to_dict()``s, ranked);
+    ``steps`` (the five in order, the autoscaler step after ``nodes`` when there is one),
+    ``verdict`` (one line), ``fixes`` (``Fix.to_dict()``s, ranked);
     set by the CLI: ``invocation`` (the command printing it as JSON) and ``notes`` (skipped documents)."""
 
     gang: GangSummary

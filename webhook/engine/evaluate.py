@@ -37,6 +37,7 @@ from .proofs import capacity_proofs, no_packing_finding, unprovable
 from .quota_check import lint_quota, quota_step
 from .snapshot import ClusterSnapshot
 from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
+from .wait.provisioning import scale_up_wait
 
 __all__ = ["EngineOptions", "evaluate", "expected_wait", "DEFAULT_GPU_RESOURCES"]
 
@@ -105,8 +106,12 @@ def evaluate(
     message = decision_message(gang, verdict, findings, nodes, frag)
     warnings = [short_warning(f.message) for f in findings if f.severity in (WAITS, "Info")]
     expected = None
-    if now is not None and verdict == WAITS and main_ev is not None and placed_now is None and snap.nodes:
-        expected = _expected_wait(snap, gang, now, main_ev.now_mask, history, main_ev.ever_mask)
+    if now is not None and verdict == WAITS and main_ev is not None and placed_now is None:
+        if snap.nodes:
+            expected = _expected_wait(snap, gang, now, main_ev.now_mask, history, main_ev.ever_mask)
+        scale = next((f for f in findings if f.code == "NeedsScaleUp"), None)
+        if scale is not None:  # new nodes: the wait is their provisioning time, unless running work ends sooner
+            expected = scale_up_wait(snap, options, expected, scale.data)
     return Decision(verdict, reasons, message, warnings, findings, _gang_info(gang, options), nodes,
                     quota.report if quota else None, frag, placement, expected)
 
@@ -225,12 +230,15 @@ def expected_wait(
     flavors: Mapping[str, str] | None = None,
     *,
     history: RuntimeHistory | None = None,
+    scale_up: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The expected wait of ``gang`` (``WaitEstimate.as_dict()``, seconds) on its main pod set's
     eligible nodes now, or None when the gang has no pods. For callers that decided first and
     estimate later (the webhook computes it off the request's critical path). ``flavors`` is
     the Decision's ``quota["flavors"]`` (pod set → Kueue flavor assigned now); ``history`` as
-    for ``evaluate``. Gangs ahead and this gang's priority come from ``snap``.
+    for ``evaluate``; ``scale_up``: the Decision's NeedsScaleUp finding data, when it has one
+    (the wait then includes node provisioning, ``wait.scale_up_wait``). Gangs ahead and this
+    gang's priority come from ``snap``.
     """
     options = options or EngineOptions()
     pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]
@@ -240,7 +248,8 @@ def expected_wait(
     name = (flavors or {}).get(main.name)
     flavor = snap.kueue.flavors.get(name) if name else None
     ev = evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
-    return _expected_wait(snap, gang, now, ev.now_mask, history, ev.ever_mask)
+    expected = _expected_wait(snap, gang, now, ev.now_mask, history, ev.ever_mask) if snap.nodes else None
+    return scale_up_wait(snap, options, expected, scale_up) if scale_up is not None else expected
 
 
 def _topology_domains(snap: ClusterSnapshot, evals) -> dict[str, np.ndarray]:

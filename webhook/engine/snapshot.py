@@ -159,7 +159,7 @@ class ClusterSnapshot:
         #: PodDisruptionBudgets (policy/v1); the fixes count the ones an eviction would violate.
         self.disruption_budgets: tuple[DisruptionBudget, ...] = tuple(disruption_budgets)
         #: What node autoscalers could add (Karpenter NodePools, cluster-autoscaler node groups).
-        self.autoscaling = autoscaling or AutoscalingState()
+        self.autoscaling = autoscaling if autoscaling is not None else AutoscalingState()
         self.kueue = kueue or KueueState()
         self.volcano = volcano or VolcanoState()
         self.priority_classes = MappingProxyType(dict(priority_classes or {}))

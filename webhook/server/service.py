@@ -328,8 +328,10 @@ class AdmissionService:
         flavors = (decision.quota or {}).get("flavors")
         now = snap.as_of if snap.as_of is not None else self.clock()
         self._pending += 1
+        scale_up = next((f.data for f in decision.findings if f.code == "NeedsScaleUp"), None)
         estimate = functools.partial(self._engine_expected_wait, snap, gang, now, options, flavors,
-                                     history=getattr(self.source, "history", None))
+                                     history=getattr(self.source, "history", None),
+                                     **({"scale_up": scale_up} if scale_up is not None else {}))
         fut = asyncio.get_running_loop().run_in_executor(self.executor, estimate)
         self._inflight[key] = fut
 

@@ -1,7 +1,8 @@
 """Fixes for a gang that Waits, ranked by what they cost other tenants (FIELD-NOTES §7).
 
 Zero-displacement fixes come first (repair broken nodes, release orphan reservations, borrow or
-raise quota, change a selector, shrink the gang, wait, add nodes), then fixes that displace
+raise quota, change a selector, shrink the gang, wait, widen a NodePool, tolerate its taint,
+raise an autoscaler's limit, add nodes), then fixes that displace
 running work: *consolidate* (move the pods off the cheapest nodes — called "move" only when the
 victims re-fit on the remaining nodes, else "preempt") and *preempt lower-priority work*.
 
@@ -34,7 +35,9 @@ This package's public face; one concern per module:
 - ``costs``: ``set_cost``, ``_Gain`` — what a set of units costs and gains.
 - ``search`` (driver ``choose_victims``) over ``prep`` (per-call data, fast paths), ``state``
   (running totals), ``bundles`` (per-node candidates), ``local`` (node-local knapsack).
-- ``consolidation`` (move / preempt fixes), ``repair``, ``quota_fixes``, ``commands`` (kubectl).
+- ``consolidation`` (move / preempt fixes), ``repair``, ``quota_fixes``, ``scale_fixes`` (the
+  autoscalers': raise a NodePool's limits, widen its requirements, tolerate its taint),
+  ``commands`` (kubectl).
 - ``compute``: ``compute_fixes``, which tries them all and ranks them.
 
 A switch lives in the module that reads it: patch ``webhook.engine.fixes.prep._FAST_PATHS`` or

@@ -1,8 +1,9 @@
 """``compute_fixes``: every applicable fix for a gang that Waits, ranked (``rank_fixes``).
 
 Zero-displacement fixes first (repair broken nodes, release orphan reservations, borrow or
-raise quota, change a selector, shrink the gang, wait, add nodes), then fixes that displace
-running work (``consolidation``). Owns which fixes are tried and the four simple ones built
+raise quota, change a selector, shrink the gang, wait, widen a NodePool or tolerate its taint,
+raise an autoscaler's limit, add nodes), then fixes that displace running work
+(``consolidation``). Owns which fixes are tried and the four simple ones built
 here (change-selector, shrink, wait, add-nodes); the others come from their modules.
 """
 
@@ -23,6 +24,7 @@ from .consolidation import _displacing_fix
 from .quota_fixes import _quota_fixes
 from .ranking import Fix, rank_fixes
 from .repair import _repair_fix
+from .scale_fixes import SCALE_CODES, scale_fixes
 from .units import SYSTEM_PRIORITY
 from .view import GangView, gang_view, is_gpu_name
 
@@ -72,10 +74,17 @@ def compute_fixes(
 
     Returns:
         [] for a gang that Fits or NeverFits (nothing to fix by displacement; a NeverFits gang
-        must change itself — see the decision's message), else the ranked fixes.
+        must change itself — see the decision's message), except the autoscaler fixes
+        (``scale_fixes``) for a NeverFits that only the autoscalers' limits or requirements
+        stand behind (``SCALE_CODES``); else the ranked fixes.
     """
     if decision.verdict == NEVER_FITS:
-        return []
+        if not any(f.code in SCALE_CODES for f in decision.findings):
+            return []
+        # Only the autoscalers' configuration stands behind the proof: raising a limit or
+        # widening a pool changes it (#16); nothing else is offered.
+        view = view or gang_view(snap, gang, decision, options)
+        return rank_fixes(scale_fixes(snap, gang, decision, view, options))
     view = view or gang_view(snap, gang, decision, options)
     fixes: list[Fix] = []
     fixes.extend(_quota_fixes(snap, gang, decision))
@@ -89,6 +98,7 @@ def compute_fixes(
                     _add_nodes_fix(snap, view)):
             if fix is not None:
                 fixes.append(fix)
+        fixes.extend(scale_fixes(snap, gang, decision, view, options))
         fixes.extend(_displacing_fixes(snap, gang, view, now, options, rep, repaired_names, repaired_mask))
     return rank_fixes(fixes)
 

@@ -24,8 +24,11 @@ __all__ = ["ACTION_RANK", "Victim", "Fix", "rank_fixes"]
 
 ACTION_RANK = {
     "repair": 0, "release-reservations": 1, "lower-quota": 2, "borrow-quota": 3, "raise-quota": 4,
-    "change-selector": 5, "shrink": 6, "wait": 7, "add-nodes": 8,
-    "repair+move": 9, "move": 10, "repair+preempt": 11, "preempt": 12, "evict-partial": 13,
+    "change-selector": 5, "shrink": 6, "wait": 7,
+    # the autoscalers' (#16): they evict no one, but a widened pool or a raised limit adds nodes (cost)
+    "widen-nodepool": 8, "tolerate-taint": 9, "raise-scale-limit": 10,
+    "add-nodes": 11,
+    "repair+move": 12, "move": 13, "repair+preempt": 14, "preempt": 15, "evict-partial": 16,
 }
 _NEG_INF = float("-inf")
 
@@ -54,7 +57,8 @@ class Fix:
 
     Attributes:
         action: repair, release-reservations, lower-quota, borrow-quota, raise-quota,
-            change-selector, shrink, wait, add-nodes, move, preempt, repair+move, repair+preempt.
+            change-selector, shrink, wait, widen-nodepool, tolerate-taint, raise-scale-limit,
+            add-nodes, move, preempt, repair+move, repair+preempt.
         summary: one sentence a person acts on.
         displaced_pods / displaced_gpus: running pods and GPUs the fix evicts.
         tenants: namespaces whose pods are evicted (sorted).

@@ -10,6 +10,7 @@ scheduler units (millicores, bytes, counts) per resource column.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..fit import Shape, pods_per_node, shape_of
 from ..model import BoundPod, GangRequest, PodSet, ResourceFlavor
 from ..snapshot import ClusterSnapshot
 
-__all__ = ["GangView", "gang_view", "is_gpu_name", "own_pod"]
+__all__ = ["GangView", "gang_view", "is_gpu_name", "own_pod", "pod_set_constraints"]
 
 
 @dataclass
@@ -89,6 +90,20 @@ def _own_test(gang: GangRequest) -> Callable[[BoundPod], bool]:
     return own
 
 
+def pod_set_constraints(snap: ClusterSnapshot, ps: PodSet, flavors_now: Mapping[str, str], options: Any = None) -> Constraints:
+    """The constraints of ``ps`` with the Kueue flavor the quota layer assigned it
+    (``flavors_now``: pod set name → flavor name, ``decision.quota["flavors"]``): the flavor's
+    nodeLabels and tolerations added; with ``options`` (``EngineOptions``) its admission
+    plugins (ExtendedResourceToleration, PodTolerationRestriction) as the engine has them."""
+    fname = flavors_now.get(ps.name)
+    flavor = snap.kueue.flavors.get(fname) if fname else None
+    kw = {} if options is None else {"extended_resource_toleration": options.extended_resource_toleration,
+                                     "namespace_default_tolerations": options.namespace_default_tolerations}
+    if isinstance(flavor, ResourceFlavor):
+        return Constraints(ps, flavor.node_labels, flavor.tolerations, **kw)
+    return Constraints(ps, **kw)
+
+
 def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | None = None, options: Any = None) -> GangView:
     """Masks and per-node pod counts for each pod set, honouring the Kueue flavor the quota
     layer assigned (``decision.quota["flavors"]``). Units as in ``fit``.
@@ -100,9 +115,7 @@ def gang_view(snap: ClusterSnapshot, gang: GangRequest, decision: Decision | Non
     pod_sets = [ps for ps in gang.pod_sets if ps.count > 0]
     shapes, now_masks, ever_masks, k_now = [], [], [], []
     for ps in pod_sets:
-        fname = flavors_now.get(ps.name)
-        flavor = snap.kueue.flavors.get(fname) if fname else None
-        c = Constraints(ps, flavor.node_labels, flavor.tolerations) if isinstance(flavor, ResourceFlavor) else Constraints(ps)
+        c = pod_set_constraints(snap, ps, flavors_now)
         now = filter_nodes(snap, c, ever=False).mask
         ever = filter_nodes(snap, c, ever=True, transient=transient).mask
         sh = shape_of(snap, ps.requests)

@@ -57,6 +57,8 @@ The package, one concern per module (each module's doc says what it owns):
 * ``simulate`` — the sweep on joint draws with gangs ahead and later arrivals;
 * ``ahead`` — ``AheadGang``, ``gangs_ahead``, ``gang_priority``;
 * ``repair`` — what a blocked gang waits for (``repair_needs``);
+* ``provisioning`` — node provisioning time for a gang that needs new nodes (#16:
+  ``provisioning_estimate``, ``with_provisioning``; import it from the module);
 * ``result`` — ``WaitEstimate``, its text and JSON form, ``format_duration``.
 
 This module is the package's public face: import from ``webhook.engine.wait`` (``__all__``;
