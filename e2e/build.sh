@@ -3,6 +3,8 @@
 #
 #   kube-apiserver, kube-scheduler, kubectl  from k8s.io/kubernetes   (e2e/go.mod)
 #   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
+#   karpenter-kwok + Karpenter's CRDs        from sigs.k8s.io/karpenter (e2e/karpenter/go.mod;
+#                                            e2e/build-karpenter.sh, its own cache directory)
 #
 # Binaries go to ${GANGCHECK_CACHE:-~/.cache/gangcheck}/<k8s version>/bin and are reused when
 # present. Prints the bin directory as the last line of stdout.
@@ -17,18 +19,12 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 k8s_version="$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/go.mod")"
 etcd_version="$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/etcd/go.mod")"
-cache_root="${GANGCHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gangcheck}"
+log_tag=controlplane
+# Kubernetes 1.36 needs go >= 1.26; GOTOOLCHAIN=auto lets the go command fetch one if older.
+source "$here/build-lib.sh"
 bin="$cache_root/$k8s_version/bin"
 mkdir -p "$bin"
 
-log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-command -v go >/dev/null 2>&1 || { log "ERROR: 'go' is not on PATH; cannot build the control plane"; exit 2; }
-
-# Kubernetes 1.36 needs go >= 1.26; let the go command fetch a toolchain if the local one is older.
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
-export GOFLAGS="${GOFLAGS:-} -trimpath -buildvcs=false"
-ldflags='-s -w'
 # Stamp the Kubernetes version into the binaries (as the upstream build does) so /version and
 # `kubectl version` report it instead of v0.0.0-master.
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
@@ -43,22 +39,6 @@ if [[ -f "$bin/RECIPE" && "$(cat "$bin/RECIPE")" != "$recipe" ]]; then
   log "the build recipe changed since these binaries were built: rebuilding"
   GANGCHECK_REBUILD=1
 fi
-
-# go build -v prints one package per line as it compiles it; show a heartbeat with the count.
-run_build() {  # $1 = label, $2 = module dir, rest = go build args
-  local label="$1" dir="$2"; shift 2
-  local start=$SECONDS logf; logf="$(mktemp)"
-  ( cd "$dir" && go build -v "$@" ) >"$logf" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -0 "$pid" 2>/dev/null && log "$label: $(( SECONDS - start ))s, $(wc -l <"$logf") packages compiled so far"
-  done
-  if ! wait "$pid"; then
-    log "$label: FAILED after $(( SECONDS - start ))s; last output:"; tail -n 40 "$logf" >&2; rm -f "$logf"; exit 1
-  fi
-  log "$label: done in $(( SECONDS - start ))s ($(wc -l <"$logf") packages)"; rm -f "$logf"
-}
 
 need_k8s=()
 for b in kube-apiserver kube-scheduler kubectl; do
@@ -89,4 +69,8 @@ fi
 printf 'kubernetes %s\netcd %s\n' "$k8s_version" "$etcd_version" >"$bin/VERSIONS"
 echo "$recipe" >"$bin/RECIPE"
 ( cd "$bin" && ls -l etcd kube-apiserver kube-scheduler kubectl | awk '{printf "[controlplane] %-15s %6.1f MB\n", $9, $5/1048576}' ) >&2
+# The Karpenter referee (tests/e2e/test_e2e_karpenter.py): its own module, version and cache directory.
+# A failed build leaves the rest of the tier running; the referee then skips with the reason (or
+# fails under GANGCHECK_REQUIRE_E2E=1).
+bash "$here/build-karpenter.sh" >/dev/null || log "WARNING: building karpenter-kwok FAILED (see above): the Karpenter referee will not run"
 echo "$bin"

@@ -59,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in cp.SUMMARY:  # referee results (e.g. "referee karpenter: ...")
+        terminalreporter.write_line(line, bold=True)
     reason = config.stash.get(_SKIP_KEY, None)
     if not reason:
         return

@@ -38,26 +38,38 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "e2e" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+#: Lines the scenarios add for the end of the run (referee results): conftest prints them in
+#: pytest's terminal summary.
+SUMMARY: list[str] = []
 
 
 # ---------------------------------------------------------------- binaries
 
 
-def k8s_version() -> str:
-    for line in (REPO / "e2e" / "go.mod").read_text().splitlines():
+def required_version(go_mod: str, module: str) -> str:
+    """The version ``go_mod`` (a path under the repository) requires of ``module``."""
+    for line in (REPO / go_mod).read_text().splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == "require" and parts[1] == "k8s.io/kubernetes":
+        if len(parts) == 3 and parts[0] == "require" and parts[1] == module:
             return parts[2]
-    raise RuntimeError("e2e/go.mod: no `require k8s.io/kubernetes vX.Y.Z` line")
+    raise RuntimeError(f"{go_mod}: no `require {module} vX.Y.Z` line")
+
+
+def k8s_version() -> str:
+    return required_version("e2e/go.mod", "k8s.io/kubernetes")
+
+
+def cache_root() -> Path:
+    """The build scripts' cache root: GANGCHECK_CACHE, else $XDG_CACHE_HOME/gangcheck, else ~/.cache/gangcheck."""
+    return Path(os.environ.get("GANGCHECK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gangcheck"))
 
 
 def bin_dir() -> Path:
     """Where e2e/build.sh puts the binaries (GANGCHECK_E2E_BIN overrides)."""
     if os.environ.get("GANGCHECK_E2E_BIN"):
         return Path(os.environ["GANGCHECK_E2E_BIN"])
-    root = os.environ.get("GANGCHECK_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gangcheck")
-    return Path(root) / k8s_version() / "bin"
+    return cache_root() / k8s_version() / "bin"
 
 
 def missing_binaries(d: Path | None = None) -> list[str]:
@@ -156,6 +168,23 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float
 
 
 # ---------------------------------------------------------------- processes
+
+
+def wait_ready(proc: "Proc", probe: Callable[[], Any], timeout: float, interval: float = 0.2) -> None:
+    """Poll ``probe`` (exceptions count as not ready) until truthy; AssertionError with the
+    process's log tail when ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not proc.alive():
+            raise AssertionError(f"{proc.name} exited:\n{proc.tail()}")
+        try:
+            if probe():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{proc.name} not ready in {timeout:.0f}s:\n{proc.tail()}")
+        time.sleep(interval)
 
 
 def _die_with_parent() -> None:
@@ -310,16 +339,7 @@ class ControlPlane:
             return False
 
     def wait_apiserver_ready(self, timeout: float = 60.0) -> None:
-        def ok():
-            if not self.apiserver.alive():
-                raise RuntimeError("kube-apiserver exited:\n" + self.apiserver.tail())
-            return self.readyz()
-        try:
-            wait_for(ok, timeout, "kube-apiserver /readyz", 0.2)
-        except RuntimeError as exc:
-            raise AssertionError(str(exc)) from None
-        except AssertionError:
-            raise AssertionError(f"kube-apiserver not ready in {timeout:.0f}s:\n{self.apiserver.tail()}") from None
+        wait_ready(self.apiserver, self.readyz, timeout)
 
     def restart_apiserver(self, down_seconds: float = 0.0, during: Callable[[], None] | None = None) -> None:
         """Stop kube-apiserver, optionally run ``during()`` while it is down, start it again."""
