@@ -376,3 +376,10 @@ def test_a_pod_set_no_source_matches_is_told_as_no_match_even_when_another_pod_s
     f = next(f for f in d.findings if f.code == "NoMatchingScaleUp")
     assert f.data["pod_set"] == "worker" and f.data["pods_possible"] == 3 and f.data["pods_needed"] == 8
     assert "no autoscaler can add a node it may use" in d.message
+
+
+def test_sources_in_karpenter_s_order_weight_then_name_descending():
+    # karpenter pkg/utils/nodepool/nodepool.go OrderByWeight: equal weights, later name first.
+    snap = ClusterSnapshot([], autoscaling=AutoscalingState(sources=(
+        ScaleUpSource("a"), ScaleUpSource("c"), ScaleUpSource("b", weight=5), ScaleUpSource("d"))))
+    assert [s.name for s in effective_sources(snap, EngineOptions())] == ["b", "d", "c", "a"]

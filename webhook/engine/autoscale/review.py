@@ -32,7 +32,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -209,12 +209,15 @@ def _needs_message(data: dict) -> str:
     return head + "; " + "; ".join(parts) + f"; new nodes take ~{int(round(data['provisioning_s']))} s to become Ready"
 
 
-def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], cons: list[list[Constraints]],
-                    options: EngineOptions, findings: list[Finding], first: int, placed_now: bool) -> bool:
+def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval],
+                    constraints: Callable[[], list[list[Constraints]]], options: EngineOptions, findings: list[Finding],
+                    first: int, placed_now: bool) -> bool:
     """Review the capacity findings ``findings[first:]`` against the scale-up sources, in place.
 
     Args:
-        evals / cons: each pod set's evaluation and its constraints (one per candidate flavor).
+        evals / constraints: each pod set's evaluation, and a callable giving each pod set's
+            constraints (one per candidate flavor) — called only when there is something to
+            review (a gang placed now with no capacity NeverFits costs nothing here).
         first: index of the first finding the capacity proofs and the placement step added
             (quota findings come before it and are never touched).
         placed_now: the gang has a placement on today's free resources.
@@ -227,6 +230,9 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
         return never_any
     capacity = [i for i in range(first, len(findings)) if findings[i].severity == NEVER_FITS]
     quota_never = any(f.severity == NEVER_FITS for f in findings[:first])
+    if not capacity and (placed_now or quota_never):
+        return never_any
+    cons = constraints()
     matched = [_matching(sources, c) for c in cons]
     if capacity and not any(matched):
         # No source adds a node any pod of the gang may use: the proofs over the existing nodes stand.

@@ -12,8 +12,9 @@ not how either is read (``webhook.adapters.autoscaling_objects``, ``webhook.poli
 * ``assumeScaleUp`` adds one source of unknown labels, taints and shape: no physical capacity
   proves NeverFits any more.
 
-Order: Karpenter's — higher ``weight`` first, then by name (karpenter
-pkg/controllers/provisioning/provisioner.go orders NodePools by weight). Pure: no I/O.
+Order: Karpenter's — higher ``weight`` first, then the name later in the alphabet first
+(karpenter pkg/utils/nodepool/nodepool.go ``OrderByWeight``, which the provisioner sorts its
+NodePools with). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -78,4 +79,8 @@ def effective_sources(snap: ClusterSnapshot, options: EngineOptions) -> tuple[Sc
     if policy.assume_scale_up:
         out.append(ScaleUpSource(name=ASSUMED, kind=POLICY_POOL, requirements=None, taints=None, node_shape=None,
                                  origin="policy autoscaling.assumeScaleUp"))
-    return tuple(sorted(out, key=lambda s: (-s.weight, s.name)))
+    # OrderByWeight: weight descending, ties by name descending (Python's sort is stable: by name
+    # descending first, then by weight descending).
+    out.sort(key=lambda s: s.name, reverse=True)
+    out.sort(key=lambda s: s.weight, reverse=True)
+    return tuple(out)
