@@ -524,3 +524,45 @@ def test_second_strategy_finds_the_placement_best_fit_misses():
     d = evaluate(snap, g)
     assert d.verdict == "Fits"
     assert d.placement["pod_sets"] == {"a": [["n2", 1]], "b": [["n1", 1]]}
+
+
+# ---------------------------------------------------------------- untolerated taints by node class
+
+TAINT_POOL = [Taint("dedicated", "ml"), Taint("dedicated", "web", "NoExecute"), Taint("gpu", "true"),
+              Taint("soft", "x", "PreferNoSchedule"), Taint("node.kubernetes.io/unschedulable", "")]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sets(st.integers(0, len(TAINT_POOL) - 1), max_size=3), st.integers(0, 8), st.booleans()),
+                min_size=1, max_size=12),
+       st.sampled_from([(), (("dedicated", "ml"),), (("gpu", None),)]),
+       st.booleans())
+def test_untolerated_taints_counted_per_class_equal_the_per_node_count(rows, tols, with_resource):
+    # The per-class count (proofs.untolerated_taints) against a plain walk over every node.
+    from webhook.engine.filters import DEFAULT_TRANSIENT, taint_matches
+    from webhook.engine.model import REPAIRABLE_TAINTS, Toleration
+    from webhook.engine.options import EngineOptions
+    from webhook.engine.podsets import constraints_of
+    from webhook.engine.proofs import untolerated_taints
+    import numpy as np
+
+    nodes = [node(f"n{i}", gpu=g, taints=[TAINT_POOL[j] for j in sorted(ts)], auto_taints=False)
+             for i, (ts, g, _) in enumerate(rows)]
+    snap = snapshot(nodes)
+    inside = np.array([ins for _, _, ins in rows], dtype=bool)
+    ps = pod_set("w", 1, gpu=1, tolerations=[Toleration(k, "Equal" if v else "Exists", v or "") for k, v in tols])
+    opts = EngineOptions()
+    resource = "nvidia.com/gpu" if with_resource else None
+    got = untolerated_taints(snap, [ps], inside, opts, resource=resource)
+    skip = REPAIRABLE_TAINTS | DEFAULT_TRANSIENT
+    tolerations = constraints_of(ps, None, opts)[0].tolerations
+    want: dict[str, int] = {}
+    col = snap.col.get(resource) if resource else None   # no such column: every node counts, as the engine does
+    for i, n in enumerate(snap.nodes):
+        if inside[i] or (col is not None and snap.ever_alloc[i, col] <= 0):
+            continue
+        for t in n.taints:
+            if t.effect in ("NoSchedule", "NoExecute") and not taint_matches(t.key, skip) \
+                    and not any(tol.tolerates(t) for tol in tolerations):
+                want[str(t)] = want.get(str(t), 0) + 1
+    assert got == sorted(want.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -240,16 +240,18 @@ def untolerated_taints(snap: ClusterSnapshot, pod_sets: list[PodSet], inside: np
     # (ExtendedResourceToleration, when the policy says the API server runs it).
     tolerations = [constraints_of(ps, None, options)[0].tolerations for ps in pod_sets]
     c = snap.col.get(resource) if resource else None
+    mask = ~inside
+    if c is not None:
+        mask &= snap.ever_alloc[:, c] > 0
+    # Taints are the same on every node of a class: test each class once, count its nodes.
+    per_class = np.bincount(snap.node_class[mask], minlength=len(snap.classes))
     counts: dict[str, int] = {}
-    for i in np.flatnonzero(~inside):
-        n = snap.nodes[int(i)]
-        if c is not None and snap.ever_alloc[int(i), c] <= 0:
-            continue
-        for t in n.taints:
+    for k in np.flatnonzero(per_class):
+        for t in snap.classes[int(k)].taints:
             if t.effect not in ("NoSchedule", "NoExecute") or taint_matches(t.key, skip):
                 continue
             if any(not any(tol.tolerates(t) for tol in tols) for tols in tolerations):
-                counts[str(t)] = counts.get(str(t), 0) + 1
+                counts[str(t)] = counts.get(str(t), 0) + int(per_class[k])
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
