@@ -376,3 +376,11 @@ def test_sources_in_karpenter_s_order_weight_then_name_descending():
     snap = ClusterSnapshot([], autoscaling=AutoscalingState(sources=(
         ScaleUpSource("a"), ScaleUpSource("c"), ScaleUpSource("b", weight=5), ScaleUpSource("d"))))
     assert [s.name for s in effective_sources(snap, EngineOptions())] == ["b", "d", "c", "a"]
+
+
+def test_a_cluster_scaled_to_zero_needs_new_nodes_first():
+    # No node at all: NeedsScaleUp is required, and told before NoNodes.
+    d = evaluate(ClusterSnapshot([], autoscaling=AutoscalingState(sources=(GPU_POOL,))), train(count=4))
+    assert d.verdict == "Waits" and d.reasons[0] == "NeedsScaleUp"
+    f = d.findings[0]
+    assert f.data["required"] is True and f.data["eligible_nodes"] == 0 and f.data["pods_missing"] == 4

@@ -253,7 +253,8 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
                                   {**f.data, "scale_up": True})
     if quota_never or placed_now or not any(matched):
         return quota_never
-    data = scale_up_data(snap, gang, evals, matched, sources, cons, options, required=bool(capacity))
+    # Required: a capacity proof over the existing nodes was lifted, or there are no nodes at all.
+    data = scale_up_data(snap, gang, evals, matched, sources, cons, options, required=bool(capacity) or not snap.nodes)
     findings.append(Finding("NeedsScaleUp", WAITS, _needs_message(data), data))
     return False
 
