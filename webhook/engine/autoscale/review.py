@@ -44,6 +44,7 @@ from ..podsets import PodSetEval, fmt_req, primary_pod_set
 from ..proofs import unprovable
 from ..quantity import format_quantity
 from ..snapshot import ClusterSnapshot
+from ..wait.provisioning import provisioning_estimate
 from .bounds import nodes_for, pods_room, resource_room
 from .match import matches, mismatch
 from .model import NODES_LIMIT, ScaleUpSource
@@ -166,7 +167,8 @@ def scale_up_data(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEv
     return {
         "eligible_nodes": int(np.count_nonzero(main_ev.ever_mask)),
         "pods_missing": missing_total,
-        "provisioning_s": _provisioning(snap, [s for s in sources if s.name in pools], options),
+        # the same estimate the expected wait uses (learned first, then stated, then the default)
+        "provisioning_s": provisioning_estimate(snap, options, sources=[s for s in sources if s.name in pools] or None)[0],
         "pools": list(pools.values()),
         "unmatched": {s.name: mismatch(s, cons[0][0]) or "" for s in sources if s.name not in used},
         "required": required,
@@ -178,18 +180,6 @@ def _pool_row(s: ScaleUpSource, room) -> dict:
             "pods_room": room, "limits": {r: int(v) for r, v in s.limits.items()},
             "in_use": {r: int(v) for r, v in s.in_use.items()},
             "remaining": {r: s.remaining(r) for r in s.limits}}
-
-
-def _provisioning(snap: ClusterSnapshot, used: list[ScaleUpSource], options: EngineOptions) -> float:
-    """The launch → Ready time to expect, seconds: the sources' own, else the median the cluster
-    showed, else the policy's default."""
-    own = [s.provisioning_s for s in used if s.provisioning_s is not None]
-    if own:
-        return float(max(own))
-    samples = sorted(snap.autoscaling.provisioning_samples_s)
-    if samples:
-        return float(samples[len(samples) // 2])
-    return float(options.autoscaling.provisioning_s)
 
 
 def _needs_message(data: dict) -> str:
