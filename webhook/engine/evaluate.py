@@ -87,10 +87,11 @@ def evaluate(
     placed_now, placement = None, {}
     if evals and not never and snap.nodes:
         placed_now, placement, never = _placement_step(snap, gang, evals, options, findings)
-    if evals and effective_sources(snap, options):
+    sources = effective_sources(snap, options) if evals else ()
+    if sources:
         def cons():
             return [constraints_of(ev.ps, quota.candidate_flavors.get(ev.ps.name) if quota else None, options) for ev in evals]
-        never = scale_up_review(snap, gang, evals, cons, options, findings, first_capacity, placed_now is not None)
+        never = scale_up_review(snap, gang, evals, sources, cons, options, findings, first_capacity, placed_now is not None)
     if evals and not never:
         group_findings(gang, evals, findings)
         competition_findings(snap, gang, evals, options, findings)

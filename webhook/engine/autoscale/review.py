@@ -48,7 +48,6 @@ from ..wait.provisioning import provisioning_estimate
 from .bounds import nodes_for, pods_room, resource_room
 from .match import matches, mismatch
 from .model import NODES_LIMIT, ScaleUpSource
-from .sources import effective_sources
 
 __all__ = ["scale_up_review", "scale_up_data", "CODES"]
 
@@ -70,7 +69,17 @@ def _matching(sources, cons: list[Constraints]) -> list[ScaleUpSource]:
     return [s for s in sources if matches(s, cons)]
 
 
-def _pod_set_proof(snap, ev: PodSetEval, matched: list[ScaleUpSource], sources, cons, whole: bool,
+def _mismatch_by_source(sources: Sequence[ScaleUpSource], c: Constraints) -> dict[str, str]:
+    """Source name → the first reason a pod with ``c`` cannot use its nodes ("" when it can)."""
+    return {s.name: mismatch(s, c) or "" for s in sources}
+
+
+def _why_text(sources: Sequence[ScaleUpSource], why: dict[str, str]) -> str:
+    """"NodePool a: <reason>; NodePool b: <reason>" for the first four sources."""
+    return "; ".join(f"{s.label}: {why[s.name] or 'no match'}" for s in sources[:4])
+
+
+def _pod_set_proof(ev: PodSetEval, matched: list[ScaleUpSource], sources, cons, whole: bool,
                    options: EngineOptions) -> Finding | None:
     """A NeverFits the sources cannot lift for one pod set, or None."""
     ps = ev.ps
@@ -79,10 +88,10 @@ def _pod_set_proof(snap, ev: PodSetEval, matched: list[ScaleUpSource], sources, 
     existing_one = bool(ev.k_ever.any())
     if not existing_one and all(r == 0 for r in rooms):
         if not matched:
-            why = "; ".join(f"{s.label}: {mismatch(s, cons[0]) or 'no match'}" for s in sources[:4])
+            why = _mismatch_by_source(sources, cons[0])
             return Finding("NoMatchingScaleUp", NEVER_FITS,
-                f"{label}: no existing node can ever host it, and no autoscaler can add one it may use ({why})",
-                {"pod_set": ps.name, "sources": {s.name: mismatch(s, cons[0]) or "" for s in sources}})
+                f"{label}: no existing node can ever host it, and no autoscaler can add one it may use ({_why_text(sources, why)})",
+                {"pod_set": ps.name, "sources": why})
         return Finding("ExceedsScaleUpLimits", NEVER_FITS,
             f"{label}: no existing node can ever host it, and the limits of "
             + ", ".join(f"{s.label} ({_limits_text(s)})" for s in matched) + " leave no room for one such pod",
@@ -199,12 +208,13 @@ def _needs_message(data: dict) -> str:
     return head + "; " + "; ".join(parts) + f"; new nodes take ~{int(round(data['provisioning_s']))} s to become Ready"
 
 
-def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval],
+def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], sources: Sequence[ScaleUpSource],
                     constraints: Callable[[], list[list[Constraints]]], options: EngineOptions, findings: list[Finding],
                     first: int, placed_now: bool) -> bool:
     """Review the capacity findings ``findings[first:]`` against the scale-up sources, in place.
 
     Args:
+        sources: ``sources.effective_sources(snap, options)``, as the caller already has them.
         evals / constraints: each pod set's evaluation, and a callable giving each pod set's
             constraints (one per candidate flavor) — called only when there is something to
             review (a gang placed now with no capacity NeverFits costs nothing here).
@@ -214,7 +224,6 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
 
     Returns: whether the gang is NeverFits after the review (quota or capacity).
     """
-    sources = effective_sources(snap, options)
     never_any = any(f.severity == NEVER_FITS for f in findings)
     if not sources or not evals:
         return never_any
@@ -227,10 +236,9 @@ def scale_up_review(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
     if capacity and not any(matched):
         # No source adds a node any pod of the gang may use: the proofs over the existing nodes stand.
         main = next(i for i, ev in enumerate(evals) if ev.ps is primary_pod_set([e.ps for e in evals], options))
-        why = "; ".join(f"{s.label}: {mismatch(s, cons[main][0]) or 'no match'}" for s in sources[:4])
+        why = _mismatch_by_source(sources, cons[main][0])
         findings.append(Finding("NoMatchingScaleUp", NEVER_FITS,
-            f"No autoscaler can add a node this gang's pods may use ({why})",
-            {"sources": {s.name: mismatch(s, cons[main][0]) or "" for s in sources}}))
+            f"No autoscaler can add a node this gang's pods may use ({_why_text(sources, why)})", {"sources": why}))
         return True
     if capacity:
         proof = _proof(snap, gang, evals, cons, matched, sources, options)
@@ -255,7 +263,7 @@ def _proof(snap, gang, evals, cons, matched, sources, options) -> Finding | None
         return None
     whole = all_or_nothing(gang, options)
     for ev, c, ms in zip(evals, cons, matched):
-        f = _pod_set_proof(snap, ev, ms, sources, c, whole, options)
+        f = _pod_set_proof(ev, ms, sources, c, whole, options)
         if f is not None:
             return f
     if whole and gang.exact_total:
