@@ -40,6 +40,9 @@ PRODUCTS = [
 ]
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TARGETS_MS = {5000: 2.0, 20000: 10.0}  # p99 of the 64 × 8-GPU gang, from the issue
+#: Cold p99 of the 64 × 8 gang whose rule reads node names (issue #13).
+AFFINITY_TARGETS_MS = {5000: 5.0, 20000: 10.0}
+AFFINITY_ROW = "64x8 hostname-affinity"
 
 DAEMONS = [  # (namespace, daemonset, cpu, memory) — one pod of each on every node
     ("kube-system", "kube-proxy", "100m", "128Mi"),
@@ -294,12 +297,13 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
     worker = PodSet("Worker", 64, worker_req, node_selector=sel, tolerations=tol)
     master = PodSet("Master", 1, {"nvidia.com/gpu": 1, "cpu": 8_000, "memory": 64 * GiB}, node_selector=sel, tolerations=tol)
     worker63 = PodSet("Worker", 63, worker_req, node_selector=sel, tolerations=tol)
-    # Exclude a few bad hosts by name: a hostname rule forces the per-node filter path.
+    # Exclude a few bad hosts by name, one pod per node (what hostname pod anti-affinity
+    # against itself becomes): a hostname rule forces the per-node filter path.
     avoid = NodeSelectorTerm(match_expressions=(
         NodeSelectorRequirement(PRODUCT_LABEL, "In", (product,)),
         NodeSelectorRequirement(HOSTNAME, "NotIn", tuple(first_hosts)),
     ))
-    worker_aff = PodSet("Worker", 64, worker_req, required_affinity=(avoid,), tolerations=tol)
+    worker_aff = PodSet("Worker", 64, worker_req, required_affinity=(avoid,), tolerations=tol, max_per_node=1)
 
     def g(name, *ps):
         return GangRequest(kind="PyTorchJob", api_version="kubeflow.org/v1", name=name, namespace="team-a", pod_sets=ps)
@@ -307,7 +311,7 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
     return {
         "64x8": g("llm-64x8", worker),
         "1+63x8": g("llm-master-workers", master, worker63),
-        "64x8 hostname-affinity": g("llm-avoid-hosts", worker_aff),
+        AFFINITY_ROW: g("llm-avoid-hosts", worker_aff),
     }
 
 
@@ -451,12 +455,13 @@ def profile(snap, gang, label: str, n: int = 50) -> str:
     from webhook.engine.evaluate import evaluate
 
     pr = cProfile.Profile()
-    pr.enable()
     for _ in range(n):
+        snap._memo.clear()  # cold, as the timed rows' p50/p99
+        pr.enable()
         evaluate(snap, gang)
-    pr.disable()
+        pr.disable()
     out = io.StringIO()
-    out.write(f"cProfile of {n} × evaluate({label}) at {len(snap.nodes)} nodes (times are totals over {n} calls):\n")
+    out.write(f"cProfile of {n} cold × evaluate({label}) at {len(snap.nodes)} nodes (times are totals over {n} calls):\n")
     pstats.Stats(pr, stream=out).sort_stats("cumulative").print_stats(25)
     return out.getvalue()
 
@@ -468,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Last stdout line: {\"1000\": {\"p50_ms\", \"p99_ms\", \"snapshot_s\", \"rss_mb\"}, ...} "
-               "for the 64 × 8-GPU gang; rss_mb is the RSS growth of build_snapshot (dicts kept alive).",
+               "for the 64 × 8-GPU gang, \"affinity_p99_ms\" for the hostname-rule row (cold); rss_mb is the RSS growth of build_snapshot (dicts kept alive).",
     )
     p.add_argument("--sizes", default="1000,5000,20000", help="comma-separated node counts (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=200, help="timed evaluate() calls per gang (default: %(default)s)")
@@ -481,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--gc", choices=["on", "freeze", "off"], default="on",
                    help="garbage collector while timing: on (default), freeze (gc.freeze() after the build), off")
-    p.add_argument("--profile", choices=["64x8", "1+63x8", "64x8 hostname-affinity"],
-                   help="also print a cProfile of 50 evaluate() calls of this gang per size")
+    p.add_argument("--profile", choices=["64x8", "1+63x8", AFFINITY_ROW],
+                   help="also print a cProfile of 50 cold evaluate() calls of this gang per size")
     p.add_argument("--in-process", action="store_true",
                    help="run all sizes in this process (RSS figures then include earlier sizes' leftovers)")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
@@ -525,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             "p99_ms": results[s]["rows"]["64x8"]["p99_ms"],
             "snapshot_s": results[s]["snapshot_s"],
             "rss_mb": results[s]["rss_mb"],
+            "affinity_p99_ms": results[s]["rows"][AFFINITY_ROW]["p99_ms"],
         }
         for s in sizes
     }
@@ -555,9 +561,10 @@ def print_report(sizes: list[int], res: dict[int, dict], args) -> None:
     for s in sizes:
         for name, row in res[s]["rows"].items():
             tgt = ""
-            if name == "64x8" and s in TARGETS_MS:
-                ok = row["p99_ms"] <= TARGETS_MS[s]
-                tgt = f"p99 ≤ {TARGETS_MS[s]:g} ms: {'OK' if ok else 'MISSED'}"
+            targets = TARGETS_MS if name == "64x8" else AFFINITY_TARGETS_MS if name == AFFINITY_ROW else {}
+            if s in targets:
+                ok = row["p99_ms"] <= targets[s]
+                tgt = f"p99 ≤ {targets[s]:g} ms: {'OK' if ok else 'MISSED'}"
             verdict = row["verdict"] + (f" {','.join(row['reasons'])}" if row["reasons"] else "")
             print(f"{s:>7} {name:<24} {row['n']:>4} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['mean_ms']:>8.2f} "
                   f"{row['max_ms']:>8.2f} {row['warm_p50_ms']:>9.2f} {row['warm_p99_ms']:>9.2f}  {verdict:<8} {tgt}")

@@ -209,8 +209,10 @@ class FilterResult:
     """Outcome of the label/taint filters over all nodes.
 
     ``mask``: bool array [nodes], True where the node passes. ``reasons``: the first failing
-    filter's reason (None = passes), one per node when ``per_node`` else one per class of
-    ``node_class`` (class id per node).
+    filter's reason (None = passes): one per node when ``node_class`` is None, else one per
+    class id of ``node_class`` (int array [nodes]; a static class of nodes, or a signature of
+    class + per-node values when a rule reads the node's name). ``per_node``: a rule read
+    per-node data, so reports sample failing nodes in node order.
     """
 
     mask: np.ndarray
@@ -219,12 +221,12 @@ class FilterResult:
     node_class: np.ndarray | None = None
 
     def node_reason(self, snap: ClusterSnapshot, i: int) -> str | None:
-        return self.reasons[i] if self.per_node else self.reasons[int(self.node_class[i])]
+        return self.reasons[i] if self.node_class is None else self.reasons[int(self.node_class[i])]
 
     def histogram(self, snap: ClusterSnapshot) -> dict[str, int]:
         """Reason → number of nodes it rules out."""
         out: dict[str, int] = {}
-        if self.per_node:
+        if self.node_class is None:
             for r in self.reasons:
                 if r is not None:
                     out[r] = out.get(r, 0) + 1
@@ -236,6 +238,26 @@ class FilterResult:
             if r is not None and counts[cid]:
                 out[r] = out.get(r, 0) + int(counts[cid])
         return out
+
+    def first_failing(self, limit: int) -> dict[str, np.ndarray]:
+        """Reason → the first ``limit`` node indices it rules out, in node order; reasons in the
+        order of their first node (what a walk over the nodes would meet)."""
+        if self.node_class is None:
+            out: dict[str, list[int]] = {}
+            for i in np.flatnonzero(~self.mask):
+                r = self.reasons[int(i)]
+                if r is not None and len(out.setdefault(r, [])) < limit:
+                    out[r].append(int(i))
+            return {r: np.array(ix, dtype=np.int64) for r, ix in out.items()}
+        names = sorted({r for r in self.reasons if r is not None})
+        if not names:
+            return {}
+        of = {r: j for j, r in enumerate(names)}
+        code = np.fromiter((-1 if r is None else of[r] for r in self.reasons), dtype=np.int64, count=len(self.reasons))
+        per_node = code[self.node_class]
+        found = {r: np.flatnonzero(per_node == j) for r, j in of.items()}
+        firsts = sorted((ix[0], r) for r, ix in found.items() if len(ix))
+        return {r: found[r][:limit] for _, r in firsts}
 
 
 def filter_nodes(
@@ -289,17 +311,71 @@ def _filter_per_node(snap: ClusterSnapshot, c: Constraints, ever: bool, transien
         reasons = [_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient) for n in snap.nodes]
         return FilterResult(np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons)), reasons, True)
     node_class, _ = snap.projected_classes(keys - PER_NODE_LABELS)
-    memo: dict[tuple, str | None] = {}
-    reasons: list[str | None] = []
-    for i, n in enumerate(snap.nodes):
-        sig = (int(node_class[i]),) + tuple(
-            (n.name if key == "metadata.name" else n.labels.get(key, "\0absent")) in values
-            if key == "metadata.name" or key in n.labels else None
-            for key, values in wanted
-        )
-        r = memo.get(sig, memo)
-        if r is memo:
-            r = memo[sig] = _reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient)
-        reasons.append(r)
-    mask = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
-    return FilterResult(mask, reasons, True)
+    sig_of_node, reps = _signatures(snap, node_class, wanted)
+    reasons = []
+    for i in reps:
+        n = snap.nodes[int(i)]
+        reasons.append(_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient))
+    ok = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
+    mask = ok[sig_of_node] if len(snap.nodes) else np.zeros(0, dtype=bool)
+    return FilterResult(mask, reasons, True, sig_of_node)
+
+
+#: A signature code past this is re-numbered densely before another rule's states are folded in.
+_SIG_LIMIT = 1 << 40
+
+
+def _membership(snap: ClusterSnapshot, key: str, values: frozenset[str]) -> np.ndarray:
+    """Per node: 0 = no ``key`` label, 1 = a value not in ``values``, 2 = a value in ``values``
+    (int64 [nodes]). ``metadata.name`` reads the node's name (always present)."""
+    if key == "metadata.name":
+        st = np.ones(len(snap.nodes), dtype=np.int64)
+        for v in values:
+            i = snap.node_index.get(v)
+            if i is not None:
+                st[i] = 2
+        return st
+    has, pos = snap.label_positions(key)
+    st = has.astype(np.int64)
+    for v in values:
+        ix = pos.get(v)
+        if ix is not None:
+            st[ix] = 2
+    return st
+
+
+def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense id per element, one element index per id) for non-negative int codes."""
+    n = len(codes)
+    top = int(codes.max()) + 1 if n else 0
+    if top <= 4 * n + 4096:  # a table over the codes: linear, no sort
+        present = np.zeros(top, dtype=bool)
+        present[codes] = True
+        uniq = np.flatnonzero(present)
+        remap = np.zeros(top, dtype=np.int64)
+        remap[uniq] = np.arange(len(uniq), dtype=np.int64)
+        inverse = remap[codes]
+    else:
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    rep = np.zeros(len(uniq), dtype=np.int64)
+    rep[inverse] = np.arange(n, dtype=np.int64)  # any node of an id will do: they share the outcome
+    return inverse, rep
+
+
+def _signatures(snap: ClusterSnapshot, node_class: np.ndarray,
+                wanted: list[tuple[str, frozenset[str]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Group nodes by (projected class, per rule: label absent / value outside / value inside).
+
+    The filters' outcome depends on nothing else (names and hostnames are only ever compared
+    by membership once Gt/Lt are ruled out), so one node per group decides for the group.
+    Returns (group id per node, one representative node index per group). Vectorised: a
+    64 x 8 gang that excludes a few hosts by name costs a few array passes, not a Python loop
+    over every node.
+    """
+    codes = node_class.astype(np.int64)
+    for key, values in wanted:
+        if len(codes) and int(codes.max()) >= _SIG_LIMIT:
+            codes, _ = _dense(codes)
+        codes = codes * 3 + _membership(snap, key, values)
+    return _dense(codes)

@@ -41,10 +41,8 @@ def _compute_node_report(snap: ClusterSnapshot, ev: PodSetEval) -> dict[str, Any
     samples: dict[str, list[str]] = {}
     filt = ev.now_filter
     if filt.per_node:
-        for i in np.flatnonzero(~filt.mask):
-            r = filt.reasons[int(i)]
-            if r is not None and len(samples.setdefault(r, [])) < SAMPLES:
-                samples[r].append(snap.nodes[int(i)].name)
+        for r, idx in filt.first_failing(SAMPLES).items():
+            samples[r] = sample_names(snap, idx)
     else:
         for cid, r in enumerate(filt.reasons):
             if r is not None and len(samples.get(r, ())) < SAMPLES:

@@ -193,6 +193,7 @@ class ClusterSnapshot:
         self.node_class = node_class
         self.classes: tuple[NodeClass, ...] = reps
         self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
+        self._positions: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
         #: Results derived from this snapshot alone (per pod shape), reused by later checks:
         #: admission streams repeat a few shapes. Read-only values; bounded (see ``remember``).
         self._memo: dict[tuple, object] = {}
@@ -218,6 +219,30 @@ class ClusterSnapshot:
         result = (per_node, reps)
         if len(self._projections) < 256:
             self._projections[keys] = result
+        return result
+
+    def label_positions(self, key: str) -> tuple[np.ndarray, Mapping[str, np.ndarray]]:
+        """Where a per-node label (``PER_NODE_LABELS``: one value per node, e.g. the hostname)
+        sits: (bool [nodes] True where the node has ``key``, value → ascending node indices).
+        Built once per key on first use; a structure of the snapshot, kept apart from the
+        per-shape memo. Read-only arrays."""
+        hit = self._positions.get(key)
+        if hit is not None:
+            return hit
+        has = np.zeros(len(self.nodes), dtype=bool)
+        where: dict[str, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            v = n.labels.get(key)
+            if v is not None:
+                has[i] = True
+                where.setdefault(v, []).append(i)
+        has.setflags(write=False)
+        pos = {v: np.array(ix, dtype=np.int64) for v, ix in where.items()}
+        for a in pos.values():
+            a.setflags(write=False)
+        result = (has, pos)
+        if len(self._positions) < 16:
+            self._positions[key] = result
         return result
 
     def recall(self, key: tuple) -> object | None:
