@@ -1,4 +1,4 @@
-"""The Grafana dashboard (manifests/overlays/monitoring/dashboards/gangcheck.json) queries only
+"""The Grafana dashboard (manifests/components/monitoring/dashboards/gangcheck.json) queries only
 metrics the server really exports.
 
 Every panel query is parsed with a real PromQL parser (``promql-parser``: Prometheus's grammar,
@@ -30,8 +30,9 @@ from webhook.sources import StaticSource
 
 from test_admission import job, review
 
-MONITORING = Path(__file__).resolve().parent.parent / "manifests" / "overlays" / "monitoring"
-DASHBOARD = MONITORING / "dashboards" / "gangcheck.json"
+MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
+MONITORING = MANIFESTS / "overlays" / "monitoring"
+DASHBOARD = MANIFESTS / "components" / "monitoring" / "dashboards" / "gangcheck.json"
 
 #: What Grafana puts in place of its variables before the query reaches Prometheus (a duration
 #: for the interval ones, a regex for ours).

@@ -1,7 +1,8 @@
 """The add-on overlays validate against their add-ons' real CRDs, in the tier's real kube-apiserver.
 
-``manifests/overlays/cert-manager`` (Issuers, Certificates) and ``manifests/overlays/monitoring``
-(PodMonitor) are rendered with ``kubectl kustomize``; the CRDs of cert-manager and
+``manifests/overlays/cert-manager`` (Issuers, Certificates), ``manifests/overlays/monitoring``
+(the base + ``manifests/components/monitoring``: PodMonitor, dashboard ConfigMap) and both at once
+(the README's recipe) are rendered with ``kubectl kustomize``; the CRDs of cert-manager and
 prometheus-operator come from their Go modules (``e2e/build-addon-crds.sh``: the module proxy,
 cached in ``~/.cache/gangcheck/addon-crds/``) and are installed here; then ``kubectl apply
 --dry-run=server`` (strict field validation, kubectl's default) sends every rendered object
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -52,7 +54,7 @@ def addon_crds(cluster, request) -> dict[str, Path]:
     return {"cert-manager": cert_manager, "prometheus-operator": prometheus}
 
 
-def render(overlay: str, kube) -> list[dict]:
+def render(overlay: str | Path, kube) -> list[dict]:
     r = subprocess.run([kube.kubectl, "kustomize", str(OVERLAYS / overlay)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return [d for d in yaml.safe_load_all(r.stdout) if d]
@@ -171,3 +173,15 @@ def test_monitoring_overlay_validates(addon_crds, kube):
     misspelt = copy.deepcopy(pm)
     misspelt["spec"]["podMetricEndpoints"] = misspelt["spec"].pop("podMetricsEndpoints")
     assert_refused(kube, misspelt, 'unknown field "spec.podMetricEndpoints"')
+
+
+def test_both_overlays_at_once(addon_crds, kube, tmp_path):
+    """The README's recipe: the cert-manager overlay as a resource, the monitoring Component."""
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(OVERLAYS / "cert-manager", tmp_path)],  # kustomize takes no absolute path
+        "components": [os.path.relpath(REPO / "manifests" / "components" / "monitoring", tmp_path)]}))
+    objs = render(tmp_path, kube)
+    assert {o["kind"] for o in objs} >= {"Certificate", "Issuer", "PodMonitor", "Deployment"}
+    assert len(objs) == len(render("cert-manager", kube)) + 2  # + PodMonitor + dashboard ConfigMap
+    assert_all_accepted(kube, objs)
