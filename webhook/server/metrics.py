@@ -1,27 +1,73 @@
 """The webhook's Prometheus metrics: the per-request series (``Metrics``) and the scrape-time
 state of the source and the policy (``StateCollector``).
 
-Owns metric names, help texts, labels and :data:`LATENCY_BUCKETS` (seconds). Does not own when
-they are incremented: ``service.AdmissionService`` records each admission, ``runner.WebhookServer``
-the certificate reloads. Each app has its own ``CollectorRegistry`` (several apps may live in one
+Owns metric names, help texts, labels, :data:`LATENCY_BUCKETS` (seconds) and the bounded label
+values (:func:`reason_label`, :data:`GPU_NODE_STATES`). Does not own when they are incremented:
+``service.AdmissionService`` records each admission, ``runner.WebhookServer`` the certificate
+reloads. Each app has its own ``CollectorRegistry`` (several apps may live in one
 process); no ``*_created`` series (``disable_created_metrics``): they double the scrape for nothing.
 """
 
 from __future__ import annotations
 
+import re
+import weakref
 from typing import Any
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..diagnose.fragmentation import fragmentation
+from ..engine.snapshot import GPU
 from ..sources import SnapshotSource
 
-__all__ = ["LATENCY_BUCKETS", "Metrics", "StateCollector"]
+__all__ = ["LATENCY_BUCKETS", "GPU_NODE_STATES", "Metrics", "StateCollector", "gpu_fragmentation", "reason_label"]
 
 disable_created_metrics()  # no *_created series: they double the scrape for nothing
 
 #: Latency histogram buckets in seconds, from 0.5 ms.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+#: A finding code as the engine writes one (UpperCamelCase, e.g. ExceedsMaxQuota).
+_CODE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
+
+#: ``gangcheck_gpu_nodes{state}``: every GPU node is in exactly one (a closed set).
+GPU_NODE_STATES = ("whole_free", "partly_used", "full", "cordoned", "not_ready", "unhealthy_devices", "excluded")
+
+
+def reason_label(codes) -> str:
+    """The ``reason`` label of a denial: the decision's leading finding code (``Decision.reasons``
+    is most important first). The codes are the engine's own literals, a closed set; anything
+    else (none, not UpperCamelCase, longer than 64) is ``Other``, so the label stays bounded."""
+    first = next(iter(codes or ()), None)
+    return first if isinstance(first, str) and _CODE.match(first) else "Other"
+
+
+def gpu_fragmentation(snap, options=None) -> dict:
+    """Scrape-time GPU fragmentation of ``snap`` for the ``gpu`` resource (``nvidia.com/gpu``).
+
+    From ``diagnose.fragmentation`` with a one-GPU probe pod (tolerating the GPU taint): a node
+    that passes the scheduler's filters for it now is schedulable; ``free`` is the GPUs free
+    there, ``free_whole_nodes`` the part on such nodes with no GPU in use and every installed
+    device allocatable (what a pod asking for a whole node can use). Returns ``{"free": int GPUs, "free_whole_nodes": int GPUs, "nodes":
+    {state: count}}`` with every state of :data:`GPU_NODE_STATES` (a node with free GPUs that no
+    probe can use — out of CPU or memory, a taint, a full pod count — is ``excluded``).
+    """
+    rep = fragmentation(snap, {GPU: 1}, options)
+    nodes = dict.fromkeys(GPU_NODE_STATES, 0)
+    whole = 0
+    for h in rep["heatmap"]:
+        state = _HEATMAP_STATE.get(h["state"])
+        if state is None:  # schedulable now, every installed device allocatable
+            left = max(h["allocatable"] - h["used"], 0)
+            state = "full" if left == 0 else "whole_free" if h["used"] == 0 else "partly_used"
+            whole += left if h["used"] == 0 else 0
+        nodes[state] += 1
+    return {"free": int(rep["free"]), "free_whole_nodes": whole, "nodes": nodes}
+
+
+#: ``diagnose.fragmentation``'s heatmap states other than "ok" → :data:`GPU_NODE_STATES`.
+_HEATMAP_STATE = {"cordoned": "cordoned", "notready": "not_ready", "devices": "unhealthy_devices", "excluded": "excluded"}
 
 
 class Metrics:
@@ -44,6 +90,11 @@ class Metrics:
             "gangcheck_webhook_fail_open", "Requests admitted without a check, by reason.",
             ["endpoint", "reason"], registry=registry,
         )
+        self.denials = Counter(
+            "gangcheck_webhook_denials", "Admission requests denied (a NeverFits in enforce mode), by the "
+            "decision's leading reason code (ExceedsMaxQuota, PodExceedsNodeCapacity, ...; Other otherwise).",
+            ["endpoint", "reason"], registry=registry,
+        )
         self.skipped = Counter(
             "gangcheck_webhook_skipped", "Requests admitted unchanged without a check, by endpoint and reason "
             "(operation, no_object, exempt_namespace, unsupported_kind, owned_by_checked_kind).",
@@ -63,6 +114,21 @@ class StateCollector:
 
     def __init__(self, source: SnapshotSource, policy) -> None:
         self.source, self.policy = source, policy
+        self._frag: tuple[Any, dict] | None = None  # (weak reference to a snapshot, its gpu_fragmentation)
+
+    def fragmentation(self) -> dict | None:
+        """:func:`gpu_fragmentation` of the source's current snapshot, computed once per snapshot
+        (snapshots are immutable; a scrape between two cache updates reuses it); None while the
+        source is not ready."""
+        if not self.source.ready:
+            return None
+        snap = self.source.snapshot()
+        if self._frag is not None and self._frag[0]() is snap:
+            return self._frag[1]
+        pol = self.policy.current()
+        rep = gpu_fragmentation(snap, pol.engine_options() if pol is not None else None)
+        self._frag = (weakref.ref(snap), rep)
+        return rep
 
     def collect(self):
         """The policy families, then the source and informer families; a status that raises
@@ -122,6 +188,21 @@ class StateCollector:
         except Exception:  # pragma: no cover
             pass
         yield from (ready, age, objects, synced, last, restarts, installed, relists, errors)
+
+        free = GaugeMetricFamily("gangcheck_gpus_free", "GPUs (nvidia.com/gpu) free on nodes a one-GPU pod can be placed on now.")
+        whole = GaugeMetricFamily("gangcheck_gpus_free_whole_nodes", "Of gangcheck_gpus_free, the GPUs on nodes with no GPU in use.")
+        nodes = GaugeMetricFamily("gangcheck_gpu_nodes", "GPU nodes by state (" + ", ".join(GPU_NODE_STATES) + ").",
+                                  labels=["state"])
+        try:
+            rep = self.fragmentation()
+            if rep is not None:
+                free.add_metric([], float(rep["free"]))
+                whole.add_metric([], float(rep["free_whole_nodes"]))
+                for state in GPU_NODE_STATES:
+                    nodes.add_metric([state], float(rep["nodes"][state]))
+        except Exception:  # pragma: no cover - metrics never break a scrape
+            pass
+        yield from (free, whole, nodes)
 
 
 def _first(d: dict, *keys):

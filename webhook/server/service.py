@@ -13,7 +13,8 @@ logs. An admission is its named steps, each a method:
 3. look up (``DecisionCache.get``) or :meth:`evaluate` in a worker within ``time_budget``
    seconds; :meth:`with_wait` attaches the expected wait within ``wait_budget`` seconds;
 4. :meth:`respond` — the AdmissionReview (``admission.validate_response`` / ``mutate_response``);
-5. :meth:`record` — request counter, latency histogram (seconds), one decision log line.
+5. :meth:`record` — request counter, latency histogram (seconds), denials by reason, one decision
+   log line.
 
 :meth:`admit` runs them for one HTTP request and **fails open** on anything that raises: never a
 500. The service does not own HTTP routing (``app.py``), the body's byte-level rules (``body.py``),
@@ -43,7 +44,7 @@ from ..policy_reload import as_policy_provider
 from ..sources import SnapshotSource
 from .body import DEFAULT_BODY_TIMEOUT, BadRequest, BodyIncomplete, content_type_problem, decode_json, one_line, read_body
 from .decision_cache import DecisionCache
-from .metrics import Metrics, StateCollector
+from .metrics import Metrics, StateCollector, reason_label
 
 __all__ = ["AdmissionService", "FailOpen", "DEFAULT_TIME_BUDGET", "Answer"]
 
@@ -359,6 +360,8 @@ class AdmissionService:
         outcome; one decision log line when the request was readable. Never raises for the log."""
         self.metrics.requests.labels(endpoint, verdict, outcome).inc()
         self.metrics.latency.labels(endpoint, verdict, outcome).observe(elapsed)
+        if outcome == "denied":
+            self.metrics.denials.labels(endpoint, reason_label(note.get("reasons"))).inc()
         if req is None or not self._decision_log.isEnabledFor(logging.INFO):
             return
         try:
