@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent / "manifests"
-KUSTOMIZATIONS = [ROOT, ROOT / "base", ROOT / "overlays" / "cert-manager"]
+KUSTOMIZATIONS = [ROOT, ROOT / "base", ROOT / "overlays" / "cert-manager", ROOT / "overlays" / "monitoring",
+                  ROOT / "components" / "monitoring"]
 
 
 def docs(path: Path) -> list[dict]:
@@ -39,8 +40,8 @@ def test_every_file_parses():
 @pytest.mark.parametrize("kdir", KUSTOMIZATIONS, ids=lambda p: str(p.relative_to(ROOT.parent)))
 def test_kustomization_resources_exist(kdir):
     k = docs(kdir / "kustomization.yaml")[0]
-    assert k["kind"] == "Kustomization"
-    for res in k["resources"]:
+    assert k["kind"] == ("Component" if kdir.parent.name == "components" else "Kustomization")
+    for res in k.get("resources", []) + k.get("components", []):
         p = (kdir / res).resolve()
         assert p.exists(), f"{kdir}: {res} missing"
         if p.is_dir():
