@@ -23,16 +23,6 @@ import helm_tool  # noqa: E402
 _SKIP_KEY = pytest.StashKey[str]()
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "helm: renders charts/gangcheck with the real helm (tests/helm)")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.helm)
-
-
 @pytest.fixture(scope="session")
 def tools(request):
     """helm and kubectl are built (else skip loudly, or fail under GANGCHECK_REQUIRE_E2E=1)."""
