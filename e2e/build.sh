@@ -5,6 +5,8 @@
 #   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   karpenter-kwok + Karpenter's CRDs        from sigs.k8s.io/karpenter (e2e/karpenter/go.mod;
 #                                            e2e/build-karpenter.sh, its own cache directory)
+#   helm                                     from helm.sh/helm/v3 (e2e/helm/go.mod;
+#                                            e2e/build-helm.sh, its own cache directory)
 #
 # Binaries go to ${GANGCHECK_CACHE:-~/.cache/gangcheck}/<k8s version>/bin and are reused when
 # present. Prints the bin directory as the last line of stdout.
@@ -73,4 +75,6 @@ echo "$recipe" >"$bin/RECIPE"
 # A failed build leaves the rest of the tier running; the referee then skips with the reason (or
 # fails under GANGCHECK_REQUIRE_E2E=1).
 bash "$here/build-karpenter.sh" >/dev/null || log "WARNING: building karpenter-kwok FAILED (see above): the Karpenter referee will not run"
+# helm, for the chart tests (tests/helm, tests/helm_tool.py): the same rule, a failure only warns.
+bash "$here/build-helm.sh" >/dev/null || log "WARNING: building helm FAILED (see above): the Helm chart tests will not run"
 echo "$bin"
