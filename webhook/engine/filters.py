@@ -179,8 +179,12 @@ def _reason(
     c: Constraints,
     ever: bool,
     transient: frozenset[str],
+    prepared: tuple[tuple[Toleration, ...], dict[str, str]] | None = None,
 ) -> str | None:
-    tolerations = c.tolerations
+    """The first filter that rules the node out (kube-scheduler's order), None if it passes.
+    ``prepared``: ``(c.tolerations, c.selector())`` computed once by a caller that asks for
+    many nodes."""
+    tolerations, selector = prepared if prepared is not None else (c.tolerations, c.selector())
     if not ever and unschedulable:
         if not any(tol.tolerates(Taint(TAINT_UNSCHEDULABLE, "", "NoSchedule")) for tol in tolerations):
             return R_UNSCHEDULABLE
@@ -196,7 +200,7 @@ def _reason(
         effective = taints + (Taint(TAINT_NOT_READY, "", "NoSchedule"),)
     if _untolerated(effective, tolerations, skip):
         return R_TAINT
-    for k, v in c.selector().items():
+    for k, v in selector.items():
         if labels.get(k) != v:
             return R_AFFINITY
     if ps.required_affinity and not any(t.matches(name, labels) for t in ps.required_affinity):
@@ -275,8 +279,9 @@ def filter_nodes(
     if c.needs_per_node():
         return _filter_per_node(snap, c, ever, transient, frozenset(keys))
     node_class, classes = snap.projected_classes(frozenset(keys))
+    prep = (c.tolerations, c.selector())
     class_reasons = [
-        _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient) for k in classes
+        _reason("", k.labels, k.taints, k.unschedulable, k.ready, c, ever, transient, prep) for k in classes
     ]
     ok = np.fromiter((r is None for r in class_reasons), dtype=bool, count=len(class_reasons))
     mask = ok[node_class] if len(snap.nodes) else np.zeros(0, dtype=bool)
@@ -305,17 +310,19 @@ def _filter_per_node(snap: ClusterSnapshot, c: Constraints, ever: bool, transien
             wanted.append((k, frozenset({c.selector()[k]})))
     if ps.node_name:
         wanted.append(("metadata.name", frozenset({ps.node_name})))
+    prep = (c.tolerations, c.selector())
     numeric = any(r.operator in ("Gt", "Lt") and r.key in PER_NODE_LABELS
                   for t in ps.required_affinity for r in t.match_expressions)
     if numeric:  # membership does not decide Gt/Lt: evaluate every node
-        reasons = [_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient) for n in snap.nodes]
+        reasons = [_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient, prep)
+                   for n in snap.nodes]
         return FilterResult(np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons)), reasons, True)
     node_class, _ = snap.projected_classes(keys - PER_NODE_LABELS)
     sig_of_node, reps = _signatures(snap, node_class, wanted)
     reasons = []
     for i in reps:
         n = snap.nodes[int(i)]
-        reasons.append(_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient))
+        reasons.append(_reason(n.name, n.labels, n.taints, n.unschedulable, n.ready, c, ever, transient, prep))
     ok = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
     mask = ok[sig_of_node] if len(snap.nodes) else np.zeros(0, dtype=bool)
     return FilterResult(mask, reasons, True, sig_of_node)
