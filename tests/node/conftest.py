@@ -245,9 +245,9 @@ def _describe(kube: cp.Kube) -> str:
     return "\n".join(out)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def workload_ns(deployed):
-    """A namespace the webhook checks (not exempt); its objects are deleted after the test."""
+    """A namespace the webhook checks (not exempt); its Jobs and Pods are deleted after the module."""
     kube = deployed.kube
     name = "gangs"
     if not kube.exists("namespace", name):
