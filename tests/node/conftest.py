@@ -48,10 +48,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import node_cluster as nc  # noqa: E402
-from node_cluster import cp  # noqa: E402
+from node_cluster import SYSTEM_NS, cp  # noqa: E402
 
 ROOT = nc.REPO
-SYSTEM_NS = "gangcheck-system"
 SKIP_KEY = pytest.StashKey[str]()
 #: Lines the scenarios add for the end of the run (figures): printed in the terminal summary.
 SUMMARY: list[str] = []
@@ -215,7 +214,8 @@ def deployed(node, image, tmp_path_factory):
     applied = kube.run("apply", "-k", str(overlay), timeout=120)
     r = gangcheck_cli("certs", "--service", "gangcheck", "--namespace", SYSTEM_NS, "--out", str(certs))
     assert r.returncode == 0, r.stderr
-    ca_bundle = r.stdout.strip().splitlines()[-1]
+    ca_bundle = r.stdout.strip()  # README: CA=$(gangcheck certs ...): stdout is the caBundle alone
+    assert "\n" not in ca_bundle, r.stdout
     assert base64.b64decode(ca_bundle) == (certs / "ca.crt").read_bytes()
     kube.run("create", "secret", "tls", "gangcheck-tls", "-n", SYSTEM_NS,
              f"--cert={certs / 'tls.crt'}", f"--key={certs / 'tls.key'}")

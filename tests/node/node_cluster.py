@@ -18,9 +18,11 @@ Then, all started here and stopped by ``stop()``:
   route, so nothing leaves the machine;
 * kubelet (``failCgroupV1: false``, ``cgroupDriver: cgroupfs``, ``failSwapOn: false``, image GC
   off so the imported images stay), node name ``gangcheck-node``, node IP = the bridge address;
-* kube-proxy in iptables mode: the API server calls the webhook by its Service (kube-apiserver's
-  default ClusterIP service resolver dials the ClusterIP from the host; kube-proxy's OUTPUT
-  DNAT takes it to a ready endpoint), and pods reach the API server by
+* kube-proxy in iptables mode: the API server calls the webhook by its Service (without
+  ``--enable-aggregator-routing`` kube-apiserver's webhook service resolver is
+  ``NewClusterIPServiceResolver``: kubernetes cmd/kube-apiserver/app/server.go
+  ``buildServiceResolver``; it dials the ClusterIP from the host and kube-proxy's OUTPUT DNAT
+  takes it to a ready endpoint, as on a real cluster), and pods reach the API server by
   ``KUBERNETES_SERVICE_HOST`` (10.0.0.1:443 → the bridge address : the API server's port).
   Conntrack sysctls are left alone (``maxPerCore: 0``, timeouts 0) and localhost NodePorts are
   off (no route_localnet).
@@ -58,6 +60,7 @@ CNI_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
 LOCK_PATH = "/tmp/gangcheck-node.lock"
 
+SYSTEM_NS = "gangcheck-system"  # manifests/base/namespace.yaml
 NODE_NAME = "gangcheck-node"
 BRIDGE = "gcnode0"
 POD_CIDR = "10.244.0.0/24"

@@ -19,35 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_controlplane import wait_for  # noqa: E402
 from e2e_objects import PREFIX, dry_run  # noqa: E402
 
-from conftest import ROOT, SYSTEM_NS  # noqa: E402
-from node_cluster import NODE_NAME  # noqa: E402
-
-JOBSET_CRD = ROOT / "tests" / "e2e" / "crds" / "jobset.yaml"
-
-
-def node_cpu_millis(kube) -> int:
-    q = kube.get("node", NODE_NAME)["status"]["allocatable"]["cpu"]
-    return int(q[:-1]) if q.endswith("m") else int(q) * 1000
-
-
-def jobset(namespace: str, name: str, pods: int, cpu_millis: int) -> dict:
-    """A JobSet of one replicated Job of ``pods`` pods, each requesting ``cpu_millis`` millicores."""
-    pod = {"restartPolicy": "Never", "containers": [{
-        "name": "main", "image": "localhost/gangcheck-pause:1",
-        "resources": {"requests": {"cpu": f"{cpu_millis}m", "memory": "16Mi"}}}]}
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
-                "parallelism": pods, "completions": pods, "template": {"spec": pod}}}}]}}
+from node_cluster import SYSTEM_NS  # noqa: E402
+from node_objects import ensure_jobset_crd, jobset, node_cpu_millis  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def gangs(deployed, workload_ns):
     kube = deployed.kube
-    if not kube.exists("crd", "jobsets.jobset.x-k8s.io"):
-        kube.run("apply", "--server-side", "-f", str(JOBSET_CRD))
-        kube.run("wait", "--for=condition=Established", "--timeout=60s", "crd/jobsets.jobset.x-k8s.io")
-        # gangcheck's informers pick the new kind up; kubectl's discovery too
-        wait_for(lambda: kube.run("get", "jobsets", "-n", workload_ns, check=False).code == 0, 60, "JobSets served", 0.5)
+    ensure_jobset_crd(kube, workload_ns)
     cpu = node_cpu_millis(kube)
     # every pod of the gang fits the empty node alone, but all of them never do at once
     impossible = jobset(workload_ns, "too-wide", 3, cpu // 2 + 100)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from conftest import ROOT, SYSTEM_NS
-from node_cluster import NODE_NAME
+from node_cluster import NODE_NAME, REPO as ROOT, SYSTEM_NS
 
 
 def test_the_overlay_changes_nothing_but_the_image_reference(deployed):

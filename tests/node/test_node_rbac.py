@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SYSTEM_NS
+from node_cluster import SYSTEM_NS
 
 SA = f"system:serviceaccount:{SYSTEM_NS}:gangcheck"
 RO = "[get list watch]"
