@@ -1,6 +1,6 @@
 """The real-node tier (#12): gangcheck deployed as users deploy it, on a real node of this machine.
 
-Fixtures (session scope; tests/node/README-harness.md says more):
+Fixtures (session scope; tests/node/README-harness.md lists the helpers too):
 
 * ``node`` — ``node_cluster.NodeCluster`` started: etcd, kube-apiserver, kube-scheduler,
   kube-controller-manager, containerd + runc + CNI bridge, kube-proxy and a kubelet whose node
