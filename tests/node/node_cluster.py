@@ -157,6 +157,10 @@ class NodeCluster:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "NodeCluster":
+        # under the tier lock no other run is active: a bridge of ours is a killed run's leftover
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
+            subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+            self.notes.append(f"deleted {BRIDGE} left by an earlier run")
         self.host = HostState.record(self.dir)
         self._bridge()
         self.plane.pki_ips = (GATEWAY,)
