@@ -47,17 +47,21 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+sys.path.insert(0, str(HERE.parent / "image"))
+
 import node_cluster as nc  # noqa: E402
+from image_tier import _truthy, skip_banner  # noqa: E402  (the image tier's banner and env flags)
 from node_cluster import SYSTEM_NS, cp  # noqa: E402
 
 ROOT = nc.REPO
 SKIP_KEY = pytest.StashKey[str]()
+#: The end-of-run banner when the tier was skipped: (text, bold).
+BANNER = [("REAL-NODE TIER SKIPPED: gangcheck was NOT deployed on a real node in this run.", True),
+          ("why: {reason}", True),
+          ("fix: as root, apt-get install containerd runc containernetworking-plugins umoci", False),
+          ("     mmdebstrap iptables, Go on PATH; GANGCHECK_REQUIRE_NODE=1 makes this fatal.", False)]
 #: Lines the scenarios add for the end of the run (figures): printed in the terminal summary.
 SUMMARY: list[str] = []
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def pytest_configure(config):
@@ -65,9 +69,22 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.node)
+    mine = [i for i in items if HERE in Path(str(i.fspath)).resolve().parents]
+    for item in mine:
+        item.add_marker(pytest.mark.node)
+
+
+#: The running NodeCluster (one at most), for failure reports.
+_RUNNING: list[nc.NodeCluster] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed real-node test's report ends with the last lines of every component's log."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and _RUNNING and HERE in Path(str(item.fspath)).resolve().parents:
+        rep.sections.append(("real-node component logs (last 25 lines each)", _RUNNING[0].tails(25)))
 
 
 def unavailable(config, reason: str):
@@ -81,16 +98,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in SUMMARY:
         terminalreporter.write_line(line, bold=True)
     reason = config.stash.get(SKIP_KEY, None)
-    if not reason:
-        return
-    rule = "!" * 78
-    for text, bold in [(rule, True),
-                       ("REAL-NODE TIER SKIPPED: gangcheck was NOT deployed on a real node in this run.", True),
-                       (f"why: {reason}", True),
-                       ("fix: as root, apt-get install containerd runc containernetworking-plugins umoci", False),
-                       ("     mmdebstrap iptables, Go on PATH; GANGCHECK_REQUIRE_NODE=1 makes this fatal.", False),
-                       (rule, True)]:
-        terminalreporter.write_line(text, yellow=True, bold=bold)
+    if reason:
+        skip_banner(terminalreporter, [(text.format(reason=reason), bold) for text, bold in BANNER])
 
 
 # ---------------------------------------------------------------- the node
@@ -134,8 +143,10 @@ def node(request):
         print(f"[node] node {nc.NODE_NAME} Ready {cluster.node_ready_seconds:.1f}s after the kubelet started",
               file=sys.stderr)
         SUMMARY.append(f"real-node: node Ready {cluster.node_ready_seconds:.1f} s after kubelet start")
+        _RUNNING.append(cluster)
         yield cluster
     finally:
+        _RUNNING.clear()
         left = stop()
         if cluster is not None and cluster.notes:
             print("[node] teardown: " + "; ".join(cluster.notes[:40]), file=sys.stderr)

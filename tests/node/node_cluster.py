@@ -170,7 +170,9 @@ class NodeCluster:
         # address: the `kubernetes` Service's endpoint that kube-proxy sends pods to.
         self.plane.apiserver_args = ["--bind-address=0.0.0.0", f"--advertise-address={GATEWAY}",
                                      f"--kubelet-client-certificate={self.dir / 'cp' / 'pki' / 'admin.crt'}",
-                                     f"--kubelet-client-key={self.dir / 'cp' / 'pki' / 'admin.key'}"]
+                                     f"--kubelet-client-key={self.dir / 'cp' / 'pki' / 'admin.key'}",
+                                     # logs/exec: dial the kubelet at the node IP (no DNS here)
+                                     "--kubelet-preferred-address-types=InternalIP"]
         self.plane.start(timeout=180)
         self.kube = cp.Kube(str(self.bindir / "kubectl"), self.plane.kubeconfig)
         self.plane.start_scheduler()
