@@ -74,17 +74,13 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.node)
 
 
-#: The running NodeCluster (one at most), for failure reports.
-_RUNNING: list[nc.NodeCluster] = []
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed real-node test's report ends with the last lines of every component's log."""
     outcome = yield
     rep = outcome.get_result()
-    if rep.failed and _RUNNING and HERE in Path(str(item.fspath)).resolve().parents:
-        rep.sections.append(("real-node component logs (last 25 lines each)", _RUNNING[0].tails(25)))
+    if rep.failed and nc.RUNNING and HERE in Path(str(item.fspath)).resolve().parents:
+        rep.sections.append(("real-node component logs (last 25 lines each)", nc.RUNNING[0].tails(25)))
 
 
 def unavailable(config, reason: str):
@@ -143,10 +139,10 @@ def node(request):
         print(f"[node] node {nc.NODE_NAME} Ready {cluster.node_ready_seconds:.1f}s after the kubelet started",
               file=sys.stderr)
         SUMMARY.append(f"real-node: node Ready {cluster.node_ready_seconds:.1f} s after kubelet start")
-        _RUNNING.append(cluster)
+        nc.RUNNING.append(cluster)
         yield cluster
     finally:
-        _RUNNING.clear()
+        nc.RUNNING.clear()
         left = stop()
         if cluster is not None and cluster.notes:
             print("[node] teardown: " + "; ".join(cluster.notes[:40]), file=sys.stderr)

@@ -67,6 +67,8 @@ POD_CIDR = "10.244.0.0/24"
 GATEWAY = "10.244.0.1"
 SERVICE_CIDR = "10.0.0.0/24"  # e2e_controlplane's --service-cluster-ip-range
 PAUSE_SCRIPT = REPO / "e2e" / "build-pause.sh"
+#: The NodeCluster this process is running (one at most; the conftest's fixture sets it).
+RUNNING: list["NodeCluster"] = []
 
 
 def missing() -> str | None:
