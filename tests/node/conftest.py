@@ -8,9 +8,10 @@ Fixtures (session scope; tests/node/README-harness.md lists the helpers too):
   prefix for ``ctr -n k8s.io`` on the node's containerd), ``dir``, ``tails()`` (last lines of
   every component's log), ``node_ready_seconds``, ``import_image(archive)``.
 * ``image`` — (reference, archive) from image/build.sh, run exactly as tests/image does.
-* ``deployed`` — a ``Deployed``: the image imported into the node, ``kubectl apply -k`` of an
-  overlay of manifests/ that changes only the image reference, the Secret gangcheck-tls and the
-  caBundle done as the README's "Deploying" says, both replicas Ready. Attributes: ``kube``,
+* ``deployed`` — a ``Deployed``: the image imported into the node, then the README's
+  "Deploying" shell block run as written by bash (``kubectl apply -k`` — of an overlay of
+  manifests/ that changes only the image reference —, ``gangcheck certs``, the Secret
+  gangcheck-tls, the caBundle patch, ``rollout status``), both replicas Ready. Attributes: ``kube``,
   ``node``, ``overlay`` (its directory), ``ca_bundle``, ``certs`` (the ``gangcheck certs`` dir),
   ``ready_seconds`` (apply → both replicas Ready), ``pods()``.
 * ``workload_ns`` — a namespace for gangs (not exempt from the webhook), emptied after each test.
@@ -32,9 +33,9 @@ from __future__ import annotations
 
 import atexit
 import base64
-import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,6 +127,14 @@ def node(request):
         return left
 
     atexit.register(stop)  # also when pytest is interrupted hard
+    # SIGTERM (a `timeout`, a CI cancel) would end Python without atexit: turn it into an
+    # interrupt so the host is put back
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         bindir = nc.build_binaries()
         pause = nc.build_pause()
@@ -144,6 +153,7 @@ def node(request):
     finally:
         nc.RUNNING.clear()
         left = stop()
+        signal.signal(signal.SIGTERM, previous)
         if cluster is not None and cluster.notes:
             print("[node] teardown: " + "; ".join(cluster.notes[:40]), file=sys.stderr)
     assert left == [], "the real-node tier left these behind on the host:\n" + "\n".join(left)
@@ -200,9 +210,15 @@ def write_overlay(d: Path, image_ref: str) -> Path:
     return d
 
 
-def gangcheck_cli(*args: str) -> subprocess.CompletedProcess:
-    """``gangcheck ARGS`` — this checkout's CLI (python -m webhook)."""
-    return subprocess.run([sys.executable, "-m", "webhook", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def readme_deploy_steps() -> str:
+    """The README's "Deploying" shell block that applies the manifests and sets up the
+    certificate without cert-manager (the first ```sh block after "The certificate, without
+    cert-manager")."""
+    text = (ROOT / "README.md").read_text()
+    at = text.find("The certificate, without")
+    assert at >= 0, "README.md: the Deploying section no longer says how to set up the certificate"
+    start = text.index("```sh\n", at) + len("```sh\n")
+    return text[start:text.index("```", start)]
 
 
 @pytest.fixture(scope="session")
@@ -216,20 +232,28 @@ def deployed(node, image, tmp_path_factory):
     d = tmp_path_factory.mktemp("deploy")
     overlay = write_overlay(d / "overlay", full)
     certs = d / "certs"
-    # README "Deploying", step by step: apply, certificate + Secret, caBundle
+    # README "Deploying": its shell block, run as written (on the overlay instead of manifests/)
+    script = readme_deploy_steps().replace("kubectl apply -k manifests/", f"kubectl apply -k {overlay}")
+    shim = d / "bin"
+    shim.mkdir()
+    (shim / "gangcheck").write_text(f'#!/bin/sh\nexec {sys.executable} -m webhook "$@"\n')
+    (shim / "gangcheck").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}:{node.bindir}:{os.environ.get('PATH', '')}",
+           "KUBECONFIG": str(node.plane.kubeconfig), "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
-    applied = kube.run("apply", "-k", str(overlay), timeout=120)
-    r = gangcheck_cli("certs", "--service", "gangcheck", "--namespace", SYSTEM_NS, "--out", str(certs))
-    assert r.returncode == 0, r.stderr
-    ca_bundle = r.stdout.strip()  # README: CA=$(gangcheck certs ...): stdout is the caBundle alone
-    assert "\n" not in ca_bundle, r.stdout
-    assert base64.b64decode(ca_bundle) == (certs / "ca.crt").read_bytes()
-    kube.run("create", "secret", "tls", "gangcheck-tls", "-n", SYSTEM_NS,
-             f"--cert={certs / 'tls.crt'}", f"--key={certs / 'tls.key'}")
+    try:
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=d, env=env, capture_output=True,
+                           text=True, timeout=420)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"README's deploy steps did not finish in 420 s:\n{_describe(kube)}\n{node.tails()}") from e
+    if r.returncode != 0:
+        raise AssertionError(f"README's deploy steps failed ({r.returncode}):\n{script}\n--- stdout\n{r.stdout}"
+                             f"\n--- stderr\n{r.stderr}\n{_describe(kube)}\n{node.tails()}")
+    applied = r
+    ca_bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
-        n = len(kube.get(kind, "gangcheck")["webhooks"])
-        patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle} for i in range(n)]
-        kube.run("patch", kind, "gangcheck", "--type=json", "-p", json.dumps(patch))
+        got = [w["clientConfig"].get("caBundle") for w in kube.get(kind, "gangcheck")["webhooks"]]
+        assert got == [ca_bundle] * len(got), f"{kind}: the README's steps left webhooks without the caBundle"
     dep = Deployed(kube, node, overlay, certs, ca_bundle, full, applied=applied.stdout)
     try:
         kube.run("rollout", "status", "-n", SYSTEM_NS, "deployment/gangcheck", "--timeout=300s", timeout=330)
