@@ -1,6 +1,6 @@
 """The real-node tier (#12): gangcheck deployed as users deploy it, on a real node of this machine.
 
-Fixtures (session scope; tests/node/README-harness.md says more):
+Fixtures (session scope; tests/node/README-harness.md lists the helpers too):
 
 * ``node`` — ``node_cluster.NodeCluster`` started: etcd, kube-apiserver, kube-scheduler,
   kube-controller-manager, containerd + runc + CNI bridge, kube-proxy and a kubelet whose node
@@ -47,18 +47,21 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+sys.path.insert(0, str(HERE.parent / "image"))
+
 import node_cluster as nc  # noqa: E402
-from node_cluster import cp  # noqa: E402
+from image_tier import _truthy, skip_banner  # noqa: E402  (the image tier's banner and env flags)
+from node_cluster import SYSTEM_NS, cp  # noqa: E402
 
 ROOT = nc.REPO
-SYSTEM_NS = "gangcheck-system"
 SKIP_KEY = pytest.StashKey[str]()
+#: The end-of-run banner when the tier was skipped: (text, bold).
+BANNER = [("REAL-NODE TIER SKIPPED: gangcheck was NOT deployed on a real node in this run.", True),
+          ("why: {reason}", True),
+          ("fix: as root, apt-get install containerd runc containernetworking-plugins umoci", False),
+          ("     mmdebstrap iptables, Go on PATH; GANGCHECK_REQUIRE_NODE=1 makes this fatal.", False)]
 #: Lines the scenarios add for the end of the run (figures): printed in the terminal summary.
 SUMMARY: list[str] = []
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def pytest_configure(config):
@@ -66,9 +69,18 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.node)
+    mine = [i for i in items if HERE in Path(str(i.fspath)).resolve().parents]
+    for item in mine:
+        item.add_marker(pytest.mark.node)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed real-node test's report ends with the last lines of every component's log."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and nc.RUNNING and HERE in Path(str(item.fspath)).resolve().parents:
+        rep.sections.append(("real-node component logs (last 25 lines each)", nc.RUNNING[0].tails(25)))
 
 
 def unavailable(config, reason: str):
@@ -82,16 +94,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in SUMMARY:
         terminalreporter.write_line(line, bold=True)
     reason = config.stash.get(SKIP_KEY, None)
-    if not reason:
-        return
-    rule = "!" * 78
-    for text, bold in [(rule, True),
-                       ("REAL-NODE TIER SKIPPED: gangcheck was NOT deployed on a real node in this run.", True),
-                       (f"why: {reason}", True),
-                       ("fix: as root, apt-get install containerd runc containernetworking-plugins umoci", False),
-                       ("     mmdebstrap iptables, Go on PATH; GANGCHECK_REQUIRE_NODE=1 makes this fatal.", False),
-                       (rule, True)]:
-        terminalreporter.write_line(text, yellow=True, bold=bold)
+    if reason:
+        skip_banner(terminalreporter, [(text.format(reason=reason), bold) for text, bold in BANNER])
 
 
 # ---------------------------------------------------------------- the node
@@ -135,8 +139,10 @@ def node(request):
         print(f"[node] node {nc.NODE_NAME} Ready {cluster.node_ready_seconds:.1f}s after the kubelet started",
               file=sys.stderr)
         SUMMARY.append(f"real-node: node Ready {cluster.node_ready_seconds:.1f} s after kubelet start")
+        nc.RUNNING.append(cluster)
         yield cluster
     finally:
+        nc.RUNNING.clear()
         left = stop()
         if cluster is not None and cluster.notes:
             print("[node] teardown: " + "; ".join(cluster.notes[:40]), file=sys.stderr)
@@ -215,7 +221,8 @@ def deployed(node, image, tmp_path_factory):
     applied = kube.run("apply", "-k", str(overlay), timeout=120)
     r = gangcheck_cli("certs", "--service", "gangcheck", "--namespace", SYSTEM_NS, "--out", str(certs))
     assert r.returncode == 0, r.stderr
-    ca_bundle = r.stdout.strip().splitlines()[-1]
+    ca_bundle = r.stdout.strip()  # README: CA=$(gangcheck certs ...): stdout is the caBundle alone
+    assert "\n" not in ca_bundle, r.stdout
     assert base64.b64decode(ca_bundle) == (certs / "ca.crt").read_bytes()
     kube.run("create", "secret", "tls", "gangcheck-tls", "-n", SYSTEM_NS,
              f"--cert={certs / 'tls.crt'}", f"--key={certs / 'tls.key'}")
@@ -245,9 +252,9 @@ def _describe(kube: cp.Kube) -> str:
     return "\n".join(out)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def workload_ns(deployed):
-    """A namespace the webhook checks (not exempt); its objects are deleted after the test."""
+    """A namespace the webhook checks (not exempt); its Jobs and Pods are deleted after the module."""
     kube = deployed.kube
     name = "gangs"
     if not kube.exists("namespace", name):

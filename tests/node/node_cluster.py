@@ -18,9 +18,11 @@ Then, all started here and stopped by ``stop()``:
   route, so nothing leaves the machine;
 * kubelet (``failCgroupV1: false``, ``cgroupDriver: cgroupfs``, ``failSwapOn: false``, image GC
   off so the imported images stay), node name ``gangcheck-node``, node IP = the bridge address;
-* kube-proxy in iptables mode: the API server calls the webhook by its Service (kube-apiserver's
-  default ClusterIP service resolver dials the ClusterIP from the host; kube-proxy's OUTPUT
-  DNAT takes it to a ready endpoint), and pods reach the API server by
+* kube-proxy in iptables mode: the API server calls the webhook by its Service (without
+  ``--enable-aggregator-routing`` kube-apiserver's webhook service resolver is
+  ``NewClusterIPServiceResolver``: kubernetes cmd/kube-apiserver/app/server.go
+  ``buildServiceResolver``; it dials the ClusterIP from the host and kube-proxy's OUTPUT DNAT
+  takes it to a ready endpoint, as on a real cluster), and pods reach the API server by
   ``KUBERNETES_SERVICE_HOST`` (10.0.0.1:443 → the bridge address : the API server's port).
   Conntrack sysctls are left alone (``maxPerCore: 0``, timeouts 0) and localhost NodePorts are
   off (no route_localnet).
@@ -58,12 +60,15 @@ CNI_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
 LOCK_PATH = "/tmp/gangcheck-node.lock"
 
+SYSTEM_NS = "gangcheck-system"  # manifests/base/namespace.yaml
 NODE_NAME = "gangcheck-node"
 BRIDGE = "gcnode0"
 POD_CIDR = "10.244.0.0/24"
 GATEWAY = "10.244.0.1"
 SERVICE_CIDR = "10.0.0.0/24"  # e2e_controlplane's --service-cluster-ip-range
 PAUSE_SCRIPT = REPO / "e2e" / "build-pause.sh"
+#: The NodeCluster this process is running (one at most; the conftest's fixture sets it).
+RUNNING: list["NodeCluster"] = []
 
 
 def missing() -> str | None:
@@ -154,6 +159,10 @@ class NodeCluster:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "NodeCluster":
+        # under the tier lock no other run is active: a bridge of ours is a killed run's leftover
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
+            subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+            self.notes.append(f"deleted {BRIDGE} left by an earlier run")
         self.host = HostState.record(self.dir)
         self._bridge()
         self.plane.pki_ips = (GATEWAY,)
@@ -163,7 +172,9 @@ class NodeCluster:
         # address: the `kubernetes` Service's endpoint that kube-proxy sends pods to.
         self.plane.apiserver_args = ["--bind-address=0.0.0.0", f"--advertise-address={GATEWAY}",
                                      f"--kubelet-client-certificate={self.dir / 'cp' / 'pki' / 'admin.crt'}",
-                                     f"--kubelet-client-key={self.dir / 'cp' / 'pki' / 'admin.key'}"]
+                                     f"--kubelet-client-key={self.dir / 'cp' / 'pki' / 'admin.key'}",
+                                     # logs/exec: dial the kubelet at the node IP (no DNS here)
+                                     "--kubelet-preferred-address-types=InternalIP"]
         self.plane.start(timeout=180)
         self.kube = cp.Kube(str(self.bindir / "kubectl"), self.plane.kubeconfig)
         self.plane.start_scheduler()

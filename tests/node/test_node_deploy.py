@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from conftest import ROOT, SYSTEM_NS
-from node_cluster import NODE_NAME
+from node_cluster import NODE_NAME, REPO as ROOT, SYSTEM_NS
 
 
 def test_the_overlay_changes_nothing_but_the_image_reference(deployed):
@@ -53,3 +52,15 @@ def test_the_namespace_enforces_restricted_and_admitted_the_pods_under_it(deploy
         sc, csc = p["spec"]["securityContext"], p["spec"]["containers"][0]["securityContext"]
         assert sc["runAsNonRoot"] is True and sc["seccompProfile"]["type"] == "RuntimeDefault"
         assert csc["allowPrivilegeEscalation"] is False and csc["capabilities"]["drop"] == ["ALL"]
+
+
+def test_the_pods_reach_the_api_server_through_the_kubernetes_service(deployed):
+    """In-cluster config: the kubelet gives the pods KUBERNETES_SERVICE_HOST = the `kubernetes`
+    Service's ClusterIP (kube-proxy takes it to the API server); their informers synced over it,
+    or /readyz would not be 200."""
+    kube = deployed.kube
+    cluster_ip = kube.get("service", "kubernetes", "default")["spec"]["clusterIP"]
+    for p in deployed.ready_pods():
+        r = kube.run("exec", "-n", SYSTEM_NS, p["metadata"]["name"], "--", "sh", "-c",
+                     "echo $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", timeout=60)
+        assert r.stdout.strip() == f"{cluster_ip}:443", r
