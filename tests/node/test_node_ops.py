@@ -26,10 +26,10 @@ Figures go into the tier's SUMMARY (conftest.py) and the last line,
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import SUMMARY
 from load_client import GANGCHECK_WEBHOOKS, ApiClient, LoadClient, counter_delta, total, webhook_counters
 from node_cluster import cp
 from node_ops import (
@@ -39,11 +39,26 @@ from node_ops import (
 
 #: Figures for the last summary line, filled by the scenarios.
 FIGURES: dict[str, object] = {}
+#: The tier's summary lines (tests/node/conftest.py's SUMMARY, found by the ``ops`` fixture).
+SUMMARY: list[str] = []
+
+
+def _tier_summary(config) -> list[str]:
+    """SUMMARY of this directory's conftest.py, found among pytest's plugins by file: ``import
+    conftest`` may name another tier's conftest when several tiers run in one session."""
+    own = Path(__file__).with_name("conftest.py")
+    for plugin in config.pluginmanager.get_plugins():
+        f = getattr(plugin, "__file__", None)
+        if f and Path(f) == own and isinstance(getattr(plugin, "SUMMARY", None), list):
+            return plugin.SUMMARY
+    raise AssertionError(f"{own} with a SUMMARY list is not loaded")
 
 
 @pytest.fixture(scope="module")
-def ops(deployed, image, tmp_path_factory):
+def ops(request, deployed, image):
     """(deployed, api client, replicas); the summary line once the module's scenarios ran."""
+    global SUMMARY
+    SUMMARY = _tier_summary(request.config)
     kube = deployed.kube
     if not kube.exists("namespace", LOAD_NS):
         kube.apply(cp.namespace_obj(LOAD_NS))
