@@ -17,7 +17,10 @@ without an answer.
 - bounds the headers' size (``max_header_bytes``): past it ``431`` and close;
 - gives every timer that would close a connection (keep-alive, header read) a short grace
   (:data:`GRACE_SECONDS`) when it fires: the loop polls the sockets once more, so data that
-  arrived during a pause is read (which cancels the timer) before anything is closed.
+  arrived during a pause is read (which cancels the timer) before anything is closed;
+- while the server drains (``server_state.draining`` set by ``runner.WebhookServer``), answers
+  every request with ``Connection: close`` and then closes the connection, so a client drops
+  its pooled connection after a complete answer instead of losing a request to a close.
 
 The request body is bounded by the app (``create_app(body_timeout=)``), which answers 408.
 """
@@ -135,6 +138,8 @@ def protocol_class(*, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
             self._in_headers, self._started, self._header_bytes = False, False, 0
             self._cancel_header_timer()
             super().on_headers_complete()
+            if getattr(self.server_state, "draining", False) and self.cycle is not None:
+                self.cycle.keep_alive = False  # uvicorn then sends `connection: close` and closes after it
 
         # -- keep-alive: close only when nothing is waiting
 

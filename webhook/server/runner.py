@@ -5,7 +5,8 @@ Owns the serving loop (a background thread for tests and benchmarks, or the call
 the API server's TLS client sees the certificate from ``--tls-cert``/``--tls-key``; a hash of both
 files is polled and ``load_cert_chain`` is called on the live ``SSLContext`` (uvicorn's
 ``config.ssl``) from the event loop, so new handshakes get the new certificate while established
-connections and in-flight requests continue. Times are seconds, sizes bytes. Does not own the app
+connections and in-flight requests continue; and SIGTERM drains before the graceful shutdown
+(:data:`DRAIN_SECONDS`). Times are seconds, sizes bytes. Does not own the app
 (``app.create_app``) nor the process setup (``launch.serve``).
 """
 
@@ -14,15 +15,53 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import signal
 import threading
 import time
 from pathlib import Path
 
 from ..http_protocol import DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_HEADER_BYTES
 
-__all__ = ["WebhookServer"]
+__all__ = ["WebhookServer", "DRAIN_SECONDS"]
 
 log = logging.getLogger("gangcheck.server")
+
+#: Seconds the server keeps accepting and answering after SIGTERM, every answer with
+#: ``Connection: close``, before uvicorn's graceful shutdown. Kubernetes sends SIGTERM as it
+#: removes the pod from the Service's endpoints; kube-proxy and the API server's endpoint view
+#: follow a moment later, and the API server keeps reusing its pooled keep-alive connections to
+#: the old pod. Closing the listener and idle connections at once (uvicorn's own SIGTERM) made
+#: those calls fail (``connection refused``, ``EOF``: fail-opens under failurePolicy Ignore;
+#: tests/node/test_node_ops.py). One second over the keep-alive timeout: by the end every
+#: connection open at SIGTERM was either used (and closed by its client after the answer) or
+#: idle long enough to be closed by the keep-alive timer as on any day. Well inside the pod's
+#: terminationGracePeriodSeconds (30 s) with the graceful shutdown's 5 s.
+DRAIN_SECONDS = 6.0
+
+
+def _draining_server(config, drain_seconds: float):
+    """A ``uvicorn.Server`` whose first SIGTERM starts a drain of ``drain_seconds`` (see
+    :data:`DRAIN_SECONDS`) instead of exiting; a second SIGTERM, or SIGINT, exits at once."""
+    import uvicorn
+
+    class _DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # runs in the main thread (signal handler)
+            if sig == signal.SIGTERM and drain_seconds > 0 and not self.should_exit and \
+                    not getattr(self.server_state, "draining", False):
+                self.drain(drain_seconds, sig)
+                return
+            super().handle_exit(sig, frame)
+
+        def drain(self, seconds: float, sig: int) -> None:
+            """Answer everything with ``Connection: close`` for ``seconds``, then exit as on ``sig``."""
+            self.server_state.draining = True  # read by http_protocol for every request
+            log.info("SIGTERM: draining for %.1fs, then shutting down", seconds)
+            # uvicorn's main loop polls should_exit every 0.1 s: setting it from a timer is enough
+            t = threading.Timer(seconds, uvicorn.Server.handle_exit, (self, sig, None))
+            t.daemon = True
+            t.start()
+
+    return _DrainingServer(config)
 
 
 def _digest(*paths: str | Path) -> bytes | None:
@@ -57,6 +96,10 @@ class WebhookServer:
     already waiting in its socket (after a pause of the process: see ``http_protocol``).
     No ``server`` response header.
 
+    SIGTERM (``run()`` in the main thread) drains for ``drain_seconds`` (:data:`DRAIN_SECONDS`;
+    0: exit at once): new connections are still accepted, every answer carries
+    ``Connection: close``, then the graceful shutdown; a second SIGTERM or SIGINT exits at once.
+
     Attributes: ``port`` (the bound port, also when 0 was asked), ``cert_reloads``,
     ``cert_reload_failures``.
     """
@@ -65,7 +108,7 @@ class WebhookServer:
                  keyfile: str | Path = "certs/tls.key", *, cert_poll_interval: float = 2.0,
                  log_level: str = "warning", access_log: bool = False,
                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
-                 keep_alive_timeout: float = 5.0) -> None:
+                 keep_alive_timeout: float = 5.0, drain_seconds: float = DRAIN_SECONDS) -> None:
         import uvicorn
 
         from ..http_protocol import protocol_class
@@ -84,7 +127,7 @@ class WebhookServer:
             http=protocol_class(header_timeout=header_timeout, max_header_bytes=max_header_bytes),
             timeout_keep_alive=keep_alive_timeout, server_header=False,
         )
-        self.server = uvicorn.Server(self.config)
+        self.server = _draining_server(self.config, drain_seconds)
         # A client can make uvicorn log a line per bad request ("Invalid HTTP request
         # received."): one per message and minute is enough.
         from ..decision_log import RateLimitFilter
