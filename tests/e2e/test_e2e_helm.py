@@ -36,7 +36,7 @@ def test_default_render_is_accepted_by_the_api_server(kube, tools):
     text = helm_tool.render_text()
     r = kube.run("apply", "--dry-run=server", "-f", "-", stdin=text)
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
-    assert len(lines) == len(helm_tool.parse(text)) == 14, r.stdout
+    assert len(lines) == len(helm_tool.parse(text)) == 12, r.stdout
     assert all(ln.endswith("(server dry run)") for ln in lines), r.stdout
 
 

@@ -2,14 +2,16 @@
 
 ``kubectl auth can-i --list --as=system:serviceaccount:gangcheck-system:gangcheck`` in a plain
 namespace, in kube-system and in gangcheck-system equals the lists below: get/list/watch on what
-the cache reads (manifests/base/rbac.yaml), the policy ConfigMap by name in its namespace, the
+the cache reads (manifests/base/rbac.yaml), the
 cluster-autoscaler status ConfigMap by name in kube-system, plus what every authenticated user
 gets from the API server's bootstrap roles (system:basic-user, system:discovery,
 system:public-info-viewer: the self-review APIs and the discovery/health URLs). No Secret
 anywhere: the serving certificate reaches the pod as a mounted volume (the kubelet reads the
 Secret, not gangcheck). No write anywhere but the self-reviews every user may create. The pods
 being Ready (scenario 1) shows this is enough: /readyz answers 200 only once every informer
-has listed and watched."""
+has listed and watched. Not even the policy ConfigMap: the Deployment mounts it and passes
+``--policy FILE`` (a server started without ``--policy`` watches it and then needs a Role to
+get/list/watch ``gangcheck-policy``)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ CLUSTER_WIDE = [
 EXPECTED = {
     "default": EVERYONE + CLUSTER_WIDE,
     "kube-system": EVERYONE + CLUSTER_WIDE + [f"configmaps [] [cluster-autoscaler-status] {RO}"],
-    SYSTEM_NS: EVERYONE + CLUSTER_WIDE + [f"configmaps [] [gangcheck-policy] {RO}"],
+    SYSTEM_NS: EVERYONE + CLUSTER_WIDE,
 }
 
 
