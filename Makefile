@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test run check-examples certs bench fuzz clean help controlplane controlplane-or-skip e2e image lock
+.PHONY: install test run check-examples certs bench fuzz clean help controlplane controlplane-or-skip e2e e2e-node image lock
 
 # The e2e tier needs kube-apiserver, etcd, kube-scheduler and kubectl built from source (Go).
 # `make test` builds them first when `go` is on PATH (once; cached in ~/.cache/gangcheck) and the
@@ -21,6 +21,7 @@ help:
 	@echo "make fuzz   - 100,000 seeded requests against a live 'serve --cluster demo' (bench/fuzz.py; FUZZ_ARGS=...)"
 	@echo "make controlplane - build etcd, kube-apiserver, kube-scheduler, kubectl for the e2e tier (Go; cached)"
 	@echo "make e2e    - run only the e2e tier (local control plane, or KUBECONFIG + GANGCHECK_E2E_USE_KUBECONFIG=1)"
+	@echo "make e2e-node - run only the real-node tier (root: containerd + kubelet; gangcheck deployed with kubectl apply -k)"
 	@echo "make image  - build the container image without Docker (root; mmdebstrap + umoci); prints its tag and archive"
 	@echo "make lock   - regenerate the image's pinned lists (image/requirements.lock, debian-packages.txt)"
 
@@ -47,6 +48,13 @@ controlplane-or-skip:
 # nothing is built.
 e2e: install $(if $(filter 1,$(GANGCHECK_E2E_USE_KUBECONFIG)),,$(if $(GO),controlplane))
 	$(PY) -m pytest tests/e2e -v
+
+# The real-node tier (tests/node): containerd, CNI, kube-proxy and a kubelet beside the control
+# plane, the image built and imported, manifests/ applied with kubectl apply -k. Root only; it
+# builds kubelet/kube-controller-manager/kube-proxy itself (e2e/build.sh, cached). `make test`
+# runs it too (skipped with a banner where it cannot run; GANGCHECK_REQUIRE_NODE=1: fails).
+e2e-node: install
+	$(PY) -m pytest tests/node -v
 
 # The container image, without a Docker daemon (image/build.sh; the Dockerfile builds the same image
 # from the same pinned lists). Prints the reference and the archive's path.

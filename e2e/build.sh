@@ -2,6 +2,9 @@
 # Build the local control plane for gangcheck's e2e tier (idempotent).
 #
 #   kube-apiserver, kube-scheduler, kubectl  from k8s.io/kubernetes   (e2e/go.mod)
+#   kubelet, kube-controller-manager,        the same k8s.io/kubernetes (e2e/node/go.mod), for
+#   kube-proxy                               the real-node tier (tests/node); own recipe hash
+#                                            (RECIPE-node) so adding them rebuilt nothing else
 #   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   karpenter-kwok + Karpenter's CRDs        from sigs.k8s.io/karpenter (e2e/karpenter/go.mod;
 #                                            e2e/build-karpenter.sh, its own cache directory)
@@ -46,14 +49,25 @@ need_k8s=()
 for b in kube-apiserver kube-scheduler kubectl; do
   if [[ "${GANGCHECK_REBUILD:-0}" == 1 || ! -x "$bin/$b" ]]; then need_k8s+=("$b"); fi
 done
+need_node=()
+# The node binaries' recipe (kubelet, kube-controller-manager, kube-proxy): their own wrapper module and the same flags.
+node_recipe="$( { cat "$here/node/go.mod" "$here/node/go.sum"; echo "$ldflags|$k8s_ldflags|$GOFLAGS"; } | sha256sum | cut -c1-16)"
+node_rebuild="${GANGCHECK_REBUILD:-0}"
+if [[ -f "$bin/RECIPE-node" && "$(cat "$bin/RECIPE-node")" != "$node_recipe" ]]; then
+  log "the node build recipe changed since the node binaries were built: rebuilding them"
+  node_rebuild=1
+fi
+for b in kubelet kube-controller-manager kube-proxy; do
+  if [[ "$node_rebuild" == 1 || ! -x "$bin/$b" ]]; then need_node+=("$b"); fi
+done
 need_etcd=0
 if [[ "${GANGCHECK_REBUILD:-0}" == 1 || ! -x "$bin/etcd" ]]; then need_etcd=1; fi
 
 total_start=$SECONDS
-if (( ${#need_k8s[@]} == 0 && need_etcd == 0 )); then
+if (( ${#need_k8s[@]} == 0 && ${#need_node[@]} == 0 && need_etcd == 0 )); then
   log "reusing kubernetes $k8s_version + etcd $etcd_version in $bin"
 else
-  log "building into $bin (kubernetes $k8s_version: ${need_k8s[*]:-none}; etcd $etcd_version: $([[ $need_etcd == 1 ]] && echo yes || echo no))"
+  log "building into $bin (kubernetes $k8s_version: ${need_k8s[*]:-} ${need_node[*]:-}; etcd $etcd_version: $([[ $need_etcd == 1 ]] && echo yes || echo no))"
   log "a cold build takes a long while on a small machine; later runs reuse the binaries"
   if (( need_etcd )); then
     tmp="$(mktemp -d "$bin/.etcd.XXXX")"
@@ -66,11 +80,18 @@ else
     run_build "kubernetes $k8s_version (${need_k8s[*]})" "$here" -ldflags="$k8s_ldflags" -o "$tmp/" "${pkgs[@]}"
     for b in "${need_k8s[@]}"; do mv -f "$tmp/$b" "$bin/$b"; done; rmdir "$tmp"
   fi
+  if (( ${#need_node[@]} )); then
+    tmp="$(mktemp -d "$bin/.node.XXXX")"
+    pkgs=(); for b in "${need_node[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+    run_build "kubernetes $k8s_version (${need_node[*]})" "$here/node" -ldflags="$k8s_ldflags" -o "$tmp/" "${pkgs[@]}"
+    for b in "${need_node[@]}"; do mv -f "$tmp/$b" "$bin/$b"; done; rmdir "$tmp"
+  fi
   log "built in $(( SECONDS - total_start ))s"
 fi
 printf 'kubernetes %s\netcd %s\n' "$k8s_version" "$etcd_version" >"$bin/VERSIONS"
 echo "$recipe" >"$bin/RECIPE"
-( cd "$bin" && ls -l etcd kube-apiserver kube-scheduler kubectl | awk '{printf "[controlplane] %-15s %6.1f MB\n", $9, $5/1048576}' ) >&2
+echo "$node_recipe" >"$bin/RECIPE-node"
+( cd "$bin" && ls -l etcd kube-apiserver kube-scheduler kubectl kubelet kube-controller-manager kube-proxy | awk '{printf "[controlplane] %-23s %6.1f MB\n", $9, $5/1048576}' ) >&2
 # The Karpenter referee (tests/e2e/test_e2e_karpenter.py): its own module, version and cache directory.
 # A failed build leaves the rest of the tier running; the referee then skips with the reason (or
 # fails under GANGCHECK_REQUIRE_E2E=1).

@@ -112,9 +112,10 @@ def _issue(ca_cert, ca_key, subject: x509.Name, *, server: bool, ips=(), dns=())
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
-def generate_pki(d: Path) -> dict[str, Path]:
-    """CA; apiserver serving cert (127.0.0.1, localhost, kubernetes.default.svc, 10.0.0.1); admin
-    client cert (CN admin, O system:masters); service-account RSA key pair. Returns paths."""
+def generate_pki(d: Path, extra_ips: Iterable[str] = ()) -> dict[str, Path]:
+    """CA; apiserver serving cert (127.0.0.1, localhost, kubernetes.default.svc, 10.0.0.1, and
+    ``extra_ips``); admin client cert (CN admin, O system:masters); service-account RSA key pair.
+    Returns paths."""
     d.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
@@ -130,7 +131,7 @@ def generate_pki(d: Path) -> dict[str, Path]:
     )
     files: dict[str, bytes] = {"ca.crt": ca_cert.public_bytes(serialization.Encoding.PEM), "ca.key": _pem_key(ca_key)}
     files["apiserver.crt"], files["apiserver.key"] = _issue(
-        ca_cert, ca_key, _name("kube-apiserver"), server=True, ips=("127.0.0.1", "10.0.0.1"),
+        ca_cert, ca_key, _name("kube-apiserver"), server=True, ips=("127.0.0.1", "10.0.0.1", *extra_ips),
         dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
     files["admin.crt"], files["admin.key"] = _issue(ca_cert, ca_key, _name("admin", "system:masters"), server=False)
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -273,6 +274,12 @@ class ControlPlane:
         self.kubeconfig = self.dir / "kubeconfig"
         self.log_dir = self.dir / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # For the real-node tier (tests/node): more serving-certificate IPs, kube-apiserver flags
+        # appended after the defaults (a later scalar flag wins), and the ServiceAccount
+        # admission plugin (off here: no controller-manager creates the `default` ServiceAccount).
+        self.pki_ips: tuple[str, ...] = ()
+        self.apiserver_args: list[str] = []
+        self.service_account_admission = False
 
     @property
     def server(self) -> str:
@@ -281,7 +288,7 @@ class ControlPlane:
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 90.0) -> "ControlPlane":
         t0 = time.monotonic()
-        self.pki = generate_pki(self.dir / "pki")
+        self.pki = generate_pki(self.dir / "pki", self.pki_ips)
         self.etcd_port, self.peer_port, self.api_port = free_port(), free_port(), free_port()
         self.start_etcd()
         wait_for(self._etcd_healthy, 30, "etcd /health", 0.1)
@@ -317,13 +324,13 @@ class ControlPlane:
             f"--tls-cert-file={p['apiserver.crt']}", f"--tls-private-key-file={p['apiserver.key']}",
             f"--client-ca-file={p['ca.crt']}", f"--cert-dir={self.dir / 'apiserver-certs'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC", "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
             # as on GKE and AKS: a pod requesting nvidia.com/gpu tolerates nvidia.com/gpu:NoSchedule
             # taints (plugin/pkg/admission/extendedresourcetoleration); gangcheck models it
             "--enable-admission-plugins=ExtendedResourceToleration",
             f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
             f"--service-account-key-file={p['sa.pub']}", f"--service-account-signing-key-file={p['sa.key']}",
-            "--v=1",
+            "--v=1", *self.apiserver_args,
         ], self.log_dir / "kube-apiserver.log").start()
 
     def _ssl(self) -> ssl.SSLContext:
