@@ -223,13 +223,24 @@ def readme_deploy_steps() -> str:
 
 @pytest.fixture(scope="session")
 def deployed(node, image, tmp_path_factory):
-    kube = node.kube
     ref, archive = image
     node.import_image(archive)
     # the kubelet normalizes `gangcheck:0.1.0` to docker.io/library/gangcheck:0.1.0, the name
     # image/oci_archive.py gives the import; the overlay names it in full
     full = ref if "/" in ref.split(":")[0] else f"docker.io/library/{ref}"
-    d = tmp_path_factory.mktemp("deploy")
+    dep = deploy(node, full, tmp_path_factory.mktemp("deploy"))
+    SUMMARY.append(f"real-node: both replicas Ready {dep.ready_seconds:.1f} s after kubectl apply -k")
+    print(f"[node] gangcheck: both replicas Ready {dep.ready_seconds:.1f}s after apply", file=sys.stderr)
+    return dep
+
+
+def deploy(node: nc.NodeCluster, full: str, d: Path) -> Deployed:
+    """The ``deployed`` fixture's steps: the README's "Deploying" shell block run by bash as
+    written, on an overlay (``d/overlay``) of manifests/ naming the image ``full`` (already on the
+    node); returns once both replicas are Ready. Also for a module that takes the deployment down
+    and must put it back (test_node_helm.py). ``d``: a new, empty directory. AssertionError (with
+    the pods' state and the components' logs) when a step fails."""
+    kube = node.kube
     overlay = write_overlay(d / "overlay", full)
     certs = d / "certs"
     # README "Deploying": its shell block, run as written (on the overlay instead of manifests/)
@@ -261,8 +272,6 @@ def deployed(node, image, tmp_path_factory):
     except AssertionError as e:
         raise AssertionError(f"{e}\n{_describe(kube)}\n{node.tails()}") from None
     dep.ready_seconds = time.monotonic() - t0
-    SUMMARY.append(f"real-node: both replicas Ready {dep.ready_seconds:.1f} s after kubectl apply -k")
-    print(f"[node] gangcheck: both replicas Ready {dep.ready_seconds:.1f}s after apply", file=sys.stderr)
     return dep
 
 
