@@ -226,3 +226,59 @@ def test_bad_values_fail_with_the_field_named(values, field, expected):
     assert f"at '{'/' + field if field else ''}'" in msg, msg
     assert expected in msg, msg
     assert "panic" not in msg and "goroutine" not in msg
+
+
+# ---------------------------------------------------------------- the schema's policy is policy.py's
+
+
+def _aliases(model) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_schema_policy_fields_are_policy_py_fields():
+    """values.schema.json's policy (and its autoscaling, nodePools) lists exactly the fields
+    webhook/policy.py accepts and forbids the rest, so a typo fails at `helm install` instead of
+    leaving the pods unready on an invalid policy."""
+    import json
+
+    from webhook import policy as pol
+
+    schema = json.loads((ht.CHART / "values.schema.json").read_text())["properties"]["policy"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == _aliases(Policy)
+    auto = schema["properties"]["autoscaling"]
+    assert auto["additionalProperties"] is False
+    assert set(auto["properties"]) == _aliases(pol._PolicyAutoscaling)
+    pool = auto["properties"]["nodePools"]["items"]
+    assert pool["additionalProperties"] is False and pool["required"] == ["name"]
+    assert set(pool["properties"]) == _aliases(pol._PolicyNodePool)
+
+
+@pytest.mark.parametrize("values, field, expected", [
+    ({"policy": {"mod": "warn"}}, "policy", "additional properties 'mod' not allowed"),
+    ({"policy": {"plainJobsAsGangs": "yes"}}, "policy/plainJobsAsGangs", "got string, want boolean"),
+    ({"policy": {"autoscaling": {"enabled": "maybe"}}}, "policy/autoscaling/enabled", "got string, want boolean"),
+    ({"policy": {"autoscaling": {"nodePool": []}}}, "policy/autoscaling", "additional properties 'nodePool' not allowed"),
+    ({"policy": {"autoscaling": {"nodePools": [{"maxNodes": 3}]}}}, "policy/autoscaling/nodePools/0",
+     "missing property 'name'"),
+    ({"certificates": {"mode": "certManager", "certManager": {"issuerRef": {"kind": "ClusterIssuer"}}}},
+     "certificates/certManager/issuerRef", "missing property 'name'"),
+    ({"certificates": {"certManager": {"issuerRef": {"name": "x", "knd": "ClusterIssuer"}}}},
+     "certificates/certManager/issuerRef", "additional properties 'knd' not allowed"),
+])
+def test_bad_policy_and_issuer_values_fail_with_the_field_named(values, field, expected):
+    test_bad_values_fail_with_the_field_named(values, field, expected)
+
+
+def test_full_policy_values_pass_the_schema_and_load():
+    """Every policy field set (the schema must not refuse what policy.py accepts)."""
+    policy = {"mode": "warn", "extendedResourceToleration": False, "podTolerationRestriction": True,
+              "plainJobsAsGangs": True, "staleAfterSeconds": 60, "warnFragmentationRatio": 0.5,
+              "autoscaling": {"enabled": True, "assumeScaleUp": True, "provisioningSeconds": 120,
+                              "nodePools": [{"name": "gpu-h100", "nodeShape": {"cpu": "192", "nvidia.com/gpu": 8},
+                                             "maxNodes": 4, "labels": {"a": "b"},
+                                             "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+                                             "provisioningSeconds": 600}]}}
+    cm = find(ht.render({"policy": policy}), "ConfigMap", "gangcheck-policy")
+    loaded = Policy.model_validate(yaml.safe_load(cm["data"]["policy.yaml"]))
+    assert loaded.plain_jobs_as_gangs is True and loaded.autoscaling.node_pools[0].max_nodes == 4
