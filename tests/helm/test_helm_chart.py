@@ -282,3 +282,30 @@ def test_full_policy_values_pass_the_schema_and_load():
     cm = find(ht.render({"policy": policy}), "ConfigMap", "gangcheck-policy")
     loaded = Policy.model_validate(yaml.safe_load(cm["data"]["policy.yaml"]))
     assert loaded.plain_jobs_as_gangs is True and loaded.autoscaling.node_pools[0].max_nodes == 4
+
+
+@pytest.mark.parametrize("values", [{"replicas": 1}, {"podDisruptionBudget": {"minAvailable": 2}}])
+def test_a_pdb_that_blocks_every_drain_fails_naming_both_fields(values):
+    """minAvailable ≥ replicas: no eviction is ever allowed, so `kubectl drain` of a node running
+    a gangcheck pod never finishes; the chart refuses it and says how to fix it."""
+    with pytest.raises(ht.ToolError) as e:
+        ht.render(values)
+    msg = e.value.stderr
+    assert "podDisruptionBudget.minAvailable" in msg and "replicas" in msg, msg
+    assert "podDisruptionBudget.enabled=false" in msg, msg
+
+
+def test_a_blocking_pdb_given_with_set_fails_too():
+    """--set makes integers int64 (a values file makes them float64): both are checked."""
+    with pytest.raises(ht.ToolError) as e:
+        ht.helm("template", "g", str(ht.CHART), "--set", "podDisruptionBudget.minAvailable=2")
+    assert "podDisruptionBudget.minAvailable (2) must be less than replicas (2)" in e.value.stderr
+    pdb = find(ht.parse(ht.helm("template", "g", str(ht.CHART), "--set", "podDisruptionBudget.minAvailable=50%")),
+               "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == "50%"
+
+
+def test_one_replica_without_a_pdb_renders():
+    chart = ht.render({"replicas": 1, "podDisruptionBudget": {"enabled": False}})
+    assert find(chart, "Deployment")["spec"]["replicas"] == 1
+    assert not [o for o in chart if o["kind"] == "PodDisruptionBudget"]
