@@ -309,3 +309,35 @@ def test_one_replica_without_a_pdb_renders():
     chart = ht.render({"replicas": 1, "podDisruptionBudget": {"enabled": False}})
     assert find(chart, "Deployment")["spec"]["replicas"] == 1
     assert not [o for o in chart if o["kind"] == "PodDisruptionBudget"]
+
+
+def test_readme_values_table_names_every_value():
+    """README's Helm values table names every key of values.yaml (down to certificates' modes),
+    so a user reading the table sees every knob the chart has."""
+    import re
+
+    readme = (ht.REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("#### Helm", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = set()
+    for row in rows:
+        first = row.split("|")[1]
+        prefix = ""
+        for name in re.findall(r"`([^`]+)`", first):
+            if "." in name:
+                prefix = name.rsplit(".", 1)[0] + "."
+                named.add(name)
+            else:
+                named.add(prefix + name)
+    values = yaml.safe_load((ht.CHART / "values.yaml").read_text())
+    expected = set()
+    for k, v in values.items():
+        if k in ("image", "podDisruptionBudget", "webhook", "namespace"):
+            expected |= {f"{k}.{sub}" for sub in v}
+        elif k == "certificates":
+            expected.add("certificates.mode")
+            for mode in ("selfSigned", "certManager", "existingSecret"):
+                expected |= {f"certificates.{mode}.{sub}" for sub in v[mode]}
+        else:
+            expected.add(k)
+    assert expected - named == set()
