@@ -192,12 +192,15 @@ def _days(text: str) -> int:
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Add ``--service``, ``--namespace``, ``--out``, ``--days``, ``--reuse-ca`` to ``parser``."""
     p = parser or argparse.ArgumentParser(prog="gangcheck certs", description="Generate a CA and a webhook serving certificate.")
-    p.add_argument("--service", default="gangcheck", help="webhook Service name (default gangcheck)")
-    p.add_argument("--namespace", default="gangcheck-system", help="its namespace (default gangcheck-system)")
-    p.add_argument("--out", default="certs", help="output directory (default certs/)")
-    p.add_argument("--days", type=_days, default=SERVING_DAYS,
-                   help=f"serving certificate validity in days, {MIN_DAYS}-{CA_DAYS} (default {SERVING_DAYS})")
-    p.add_argument("--reuse-ca", action="store_true", help="keep an existing CA, issue only a new serving certificate")
+    p.add_argument("--service", default="gangcheck", metavar="NAME", help="the webhook Service's name (default gangcheck)")
+    p.add_argument("--namespace", default="gangcheck-system", metavar="NAMESPACE",
+                   help="the Service's namespace (default gangcheck-system)")
+    p.add_argument("--out", default="certs", metavar="DIR", help="output directory, created if missing (default certs/)")
+    p.add_argument("--days", type=_days, default=SERVING_DAYS, metavar="N",
+                   help=f"serving certificate validity in days, {MIN_DAYS}-{CA_DAYS} (default {SERVING_DAYS}; the CA: {CA_DAYS})")
+    p.add_argument("--reuse-ca", action="store_true",
+                   help="keep the CA already in --out (a new one when there is none) and issue only a new serving "
+                        "certificate: the caBundle stays the same, so the webhook configurations need no patch")
     return p
 
 

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Feasibility checks for gang-scheduled GPU jobs on Kubernetes.",
         epilog="Exit codes: check — 0 admitted (Fits/Waits), 1 denied (NeverFits), 2 bad input; "
                "diagnose, fragmentation and dump — 0 when they ran (whatever the verdict), 2 bad input or target not found; "
+               "serve — 0 stopped by a signal, 2 bad input; certs — 0 written, 2 bad input or the files cannot be written; "
                "3 an internal error (please report it).",
     )
     p.add_argument("--version", action="version", version=f"gangcheck {__version__}")
@@ -99,14 +100,23 @@ def _add_server_commands(sub) -> None:
                     "cluster (list+watch). The policy file and the serving certificate are reloaded when they "
                     "change. Stops on SIGINT/SIGTERM.",
         epilog="Exit codes: 0 stopped by a signal, 2 bad input (certificate, policy, cluster, port).")
-    s.add_argument("--cluster", default="demo", metavar="PATH|demo|live", help="cluster source (default demo)")
-    s.add_argument("--policy", metavar="FILE", help="policy YAML, reloaded when it changes")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--cluster", default="demo", metavar="PATH|demo|live",
+                   help="a cluster dump (file or directory), 'demo' (the embedded demo cluster; the default) or "
+                        "'live' (KUBECONFIG or in-cluster; what the image and manifests/ run)")
+    s.add_argument("--policy", metavar="FILE",
+                   help="policy YAML, reloaded when it changes; without it: the default policy, and with --cluster "
+                        "live the ConfigMap gangcheck-system/gangcheck-policy (key policy.yaml), watched")
+    s.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                   help="address to bind (default 127.0.0.1; 0.0.0.0 in a pod, as manifests/ passes)")
     s.add_argument("--port", type=_port, default=8443, help="port, 1-65535 (default 8443)")
     s.add_argument("--tls-cert", default="certs/tls.crt", metavar="FILE", help="serving certificate (default certs/tls.crt)")
     s.add_argument("--tls-key", default="certs/tls.key", metavar="FILE", help="serving key (default certs/tls.key)")
     k = sub.add_parser("certs", help="generate a CA and a serving certificate for the webhook",
-                       description="Write ca.crt, ca.key, tls.crt, tls.key and print the caBundle (base64 of ca.crt).")
+                       description="Write ca.crt, ca.key, tls.crt and tls.key into --out (keys are written 0600) and print "
+                                   "the caBundle (base64 of ca.crt) for both webhook configurations; only the caBundle "
+                                   "goes to stdout, so CA=$(gangcheck certs ...) captures it. The serving certificate "
+                                   "is for NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc, NAME.NAMESPACE.svc.cluster.local, "
+                                   "localhost and 127.0.0.1: NAME and NAMESPACE must be the webhook Service's.")
     _certs.build_parser(k)
 
 

@@ -226,3 +226,118 @@ def test_bad_values_fail_with_the_field_named(values, field, expected):
     assert f"at '{'/' + field if field else ''}'" in msg, msg
     assert expected in msg, msg
     assert "panic" not in msg and "goroutine" not in msg
+
+
+# ---------------------------------------------------------------- the schema's policy is policy.py's
+
+
+def _aliases(model) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_schema_policy_fields_are_policy_py_fields():
+    """values.schema.json's policy (and its autoscaling, nodePools) lists exactly the fields
+    webhook/policy.py accepts and forbids the rest, so a typo fails at `helm install` instead of
+    leaving the pods unready on an invalid policy."""
+    import json
+
+    from webhook import policy as pol
+
+    schema = json.loads((ht.CHART / "values.schema.json").read_text())["properties"]["policy"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == _aliases(Policy)
+    auto = schema["properties"]["autoscaling"]
+    assert auto["additionalProperties"] is False
+    assert set(auto["properties"]) == _aliases(pol._PolicyAutoscaling)
+    pool = auto["properties"]["nodePools"]["items"]
+    assert pool["additionalProperties"] is False and pool["required"] == ["name"]
+    assert set(pool["properties"]) == _aliases(pol._PolicyNodePool)
+
+
+@pytest.mark.parametrize("values, field, expected", [
+    ({"policy": {"mod": "warn"}}, "policy", "additional properties 'mod' not allowed"),
+    ({"policy": {"plainJobsAsGangs": "yes"}}, "policy/plainJobsAsGangs", "got string, want boolean"),
+    ({"policy": {"autoscaling": {"enabled": "maybe"}}}, "policy/autoscaling/enabled", "got string, want boolean"),
+    ({"policy": {"autoscaling": {"nodePool": []}}}, "policy/autoscaling", "additional properties 'nodePool' not allowed"),
+    ({"policy": {"autoscaling": {"nodePools": [{"maxNodes": 3}]}}}, "policy/autoscaling/nodePools/0",
+     "missing property 'name'"),
+    ({"certificates": {"mode": "certManager", "certManager": {"issuerRef": {"kind": "ClusterIssuer"}}}},
+     "certificates/certManager/issuerRef", "missing property 'name'"),
+    ({"certificates": {"certManager": {"issuerRef": {"name": "x", "knd": "ClusterIssuer"}}}},
+     "certificates/certManager/issuerRef", "additional properties 'knd' not allowed"),
+])
+def test_bad_policy_and_issuer_values_fail_with_the_field_named(values, field, expected):
+    test_bad_values_fail_with_the_field_named(values, field, expected)
+
+
+def test_full_policy_values_pass_the_schema_and_load():
+    """Every policy field set (the schema must not refuse what policy.py accepts)."""
+    policy = {"mode": "warn", "extendedResourceToleration": False, "podTolerationRestriction": True,
+              "plainJobsAsGangs": True, "staleAfterSeconds": 60, "warnFragmentationRatio": 0.5,
+              "autoscaling": {"enabled": True, "assumeScaleUp": True, "provisioningSeconds": 120,
+                              "nodePools": [{"name": "gpu-h100", "nodeShape": {"cpu": "192", "nvidia.com/gpu": 8},
+                                             "maxNodes": 4, "labels": {"a": "b"},
+                                             "taints": [{"key": "gpu", "effect": "NoSchedule"}],
+                                             "provisioningSeconds": 600}]}}
+    cm = find(ht.render({"policy": policy}), "ConfigMap", "gangcheck-policy")
+    loaded = Policy.model_validate(yaml.safe_load(cm["data"]["policy.yaml"]))
+    assert loaded.plain_jobs_as_gangs is True and loaded.autoscaling.node_pools[0].max_nodes == 4
+
+
+@pytest.mark.parametrize("values", [{"replicas": 1}, {"podDisruptionBudget": {"minAvailable": 2}}])
+def test_a_pdb_that_blocks_every_drain_fails_naming_both_fields(values):
+    """minAvailable ≥ replicas: no eviction is ever allowed, so `kubectl drain` of a node running
+    a gangcheck pod never finishes; the chart refuses it and says how to fix it."""
+    with pytest.raises(ht.ToolError) as e:
+        ht.render(values)
+    msg = e.value.stderr
+    assert "podDisruptionBudget.minAvailable" in msg and "replicas" in msg, msg
+    assert "podDisruptionBudget.enabled=false" in msg, msg
+
+
+def test_a_blocking_pdb_given_with_set_fails_too():
+    """--set makes integers int64 (a values file makes them float64): both are checked."""
+    with pytest.raises(ht.ToolError) as e:
+        ht.helm("template", "g", str(ht.CHART), "--set", "podDisruptionBudget.minAvailable=2")
+    assert "podDisruptionBudget.minAvailable (2) must be less than replicas (2)" in e.value.stderr
+    pdb = find(ht.parse(ht.helm("template", "g", str(ht.CHART), "--set", "podDisruptionBudget.minAvailable=50%")),
+               "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == "50%"
+
+
+def test_one_replica_without_a_pdb_renders():
+    chart = ht.render({"replicas": 1, "podDisruptionBudget": {"enabled": False}})
+    assert find(chart, "Deployment")["spec"]["replicas"] == 1
+    assert not [o for o in chart if o["kind"] == "PodDisruptionBudget"]
+
+
+def test_readme_values_table_names_every_value():
+    """README's Helm values table names every key of values.yaml (down to certificates' modes),
+    so a user reading the table sees every knob the chart has."""
+    import re
+
+    readme = (ht.REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("#### Helm", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = set()
+    for row in rows:
+        first = row.split("|")[1]
+        prefix = ""
+        for name in re.findall(r"`([^`]+)`", first):
+            if "." in name:
+                prefix = name.rsplit(".", 1)[0] + "."
+                named.add(name)
+            else:
+                named.add(prefix + name)
+    values = yaml.safe_load((ht.CHART / "values.yaml").read_text())
+    expected = set()
+    for k, v in values.items():
+        if k in ("image", "podDisruptionBudget", "webhook", "namespace"):
+            expected |= {f"{k}.{sub}" for sub in v}
+        elif k == "certificates":
+            expected.add("certificates.mode")
+            for mode in ("selfSigned", "certManager", "existingSecret"):
+                expected |= {f"certificates.{mode}.{sub}" for sub in v[mode]}
+        else:
+            expected.add(k)
+    assert expected - named == set()
