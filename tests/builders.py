@@ -12,6 +12,7 @@ from webhook.engine.model import (
     TAINT_NOT_READY,
     TAINT_UNSCHEDULABLE,
     BoundPod,
+    TopologyRequest,
     GangRequest,
     Node,
     PodSet,
@@ -134,7 +135,12 @@ def pod_set(
     tolerations: Iterable[Toleration] | None = None,
     **kw,
 ) -> PodSet:
-    """``count`` pods of one shape (per-pod request in cores / GiB / GPUs)."""
+    """``count`` pods of one shape (per-pod request in cores / GiB / GPUs). ``required_topology=``
+    / ``preferred_topology=`` (a label key) stand for a Kueue TAS ``topology=`` request."""
+    for key, mode in (("required_topology", "required"), ("preferred_topology", "preferred")):
+        level = kw.pop(key, None)
+        if level:
+            kw["topology"] = TopologyRequest(source="kueue", mode=mode, level=level)
     return PodSet(
         name=name,
         count=count,

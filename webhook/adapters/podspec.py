@@ -23,10 +23,14 @@ from ..engine.model import (
     HostPort,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    TOPOLOGY_KUEUE,
     PodSet,
     Toleration,
+    TopologyRequest,
     frozen_map,
 )
+from ..engine.model import TOPOLOGY_PREFERRED as MODE_PREFERRED
+from ..engine.model import TOPOLOGY_REQUIRED as MODE_REQUIRED
 from ..engine.quantity import QuantityError, QuantityOverflow, is_whole_quantity, parse_quantity
 from .errors import AdapterError
 
@@ -367,7 +371,16 @@ def pod_set_from_template(name: str, template: Any, count: int, replicas: int | 
         count=count,
         replicas=replicas,
         requests=frozen_map(effective_requests(spec, f"{field}.spec")),
-        required_topology=annotations.get(TOPOLOGY_REQUIRED),
-        preferred_topology=annotations.get(TOPOLOGY_PREFERRED),
+        topology=_kueue_topology(annotations, f"{field}.metadata.annotations"),
         **pod_spec_constraints(spec, labels, f"{field}.spec"),
     )
+
+
+def _kueue_topology(annotations: Mapping[str, Any], field: str) -> TopologyRequest | None:
+    """The Kueue TAS request of a pod template's ``podset-required-topology`` /
+    ``podset-preferred-topology`` annotation (required wins when both are set), or None."""
+    for key, mode in ((TOPOLOGY_REQUIRED, MODE_REQUIRED), (TOPOLOGY_PREFERRED, MODE_PREFERRED)):
+        level = annotations.get(key)
+        if isinstance(level, str) and level:
+            return TopologyRequest(source=TOPOLOGY_KUEUE, mode=mode, level=level, field=f"{field}[{key}]")
+    return None

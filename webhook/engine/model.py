@@ -44,6 +44,18 @@ __all__ = [
     "VolcanoQueue",
     "PodGroupState",
     "VolcanoState",
+    "TopologyRequest",
+    "HyperNode",
+    "HyperNodeMember",
+    "TopologyState",
+    "TOPOLOGY_REQUIRED",
+    "TOPOLOGY_PREFERRED",
+    "TOPOLOGY_UNCONSTRAINED",
+    "TOPOLOGY_KUEUE",
+    "TOPOLOGY_JOBSET",
+    "TOPOLOGY_LWS",
+    "TOPOLOGY_VOLCANO",
+    "TOPOLOGY_KAI",
     "EMPTY",
     "frozen_map",
     "add_resources",
@@ -285,6 +297,70 @@ class BoundPod(msgspec.Struct, frozen=True, gc=False):
     ready: bool | None = None
 
 
+#: ``TopologyRequest.mode`` values.
+TOPOLOGY_REQUIRED = "required"
+TOPOLOGY_PREFERRED = "preferred"
+TOPOLOGY_UNCONSTRAINED = "unconstrained"
+
+#: ``TopologyRequest.source`` values: which system enforces the constraint.
+TOPOLOGY_KUEUE = "kueue"        # Kueue TopologyAwareScheduling (podset-*-topology annotations)
+TOPOLOGY_JOBSET = "jobset"      # alpha.jobset.sigs.k8s.io/exclusive-topology
+TOPOLOGY_LWS = "lws"            # leaderworkerset.sigs.k8s.io/(subgroup-)exclusive-topology
+TOPOLOGY_VOLCANO = "volcano"    # Volcano Job spec.networkTopology over HyperNodes
+TOPOLOGY_KAI = "kai"            # kai.scheduler/topology-{required,preferred}-placement
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Where a pod set's pods must (or would like to) sit in the cluster's topology.
+
+    Attributes:
+        source: the system that enforces it (``TOPOLOGY_KUEUE`` … ``TOPOLOGY_KAI``).
+        mode: ``TOPOLOGY_REQUIRED`` (every pod of the set — or of its ``group`` — in one domain
+            of ``level``: a proof of NeverFits when no domain could ever hold them),
+            ``TOPOLOGY_PREFERRED`` (one domain if possible, else spread: never a denial) or
+            ``TOPOLOGY_UNCONSTRAINED`` (placed by the topology-aware scheduler, no locality).
+        level: node label key of the level (e.g. ``topology.example.com/rack``,
+            ``kubernetes.io/hostname``); None for Volcano (its domains are HyperNodes) and for
+            unconstrained requests.
+        topology_name: the Topology object the levels come from (Kueue: the ResourceFlavor's
+            ``topologyName``, resolved by the engine; KAI: ``kai.scheduler/topology``), or None.
+        levels: that Topology's levels top → bottom as node label keys, when the adapter knew
+            them; a domain of ``level`` is then identified by the values of every level from the
+            top down to ``level`` (Kueue's domain ID, tas_flavor_snapshot.go), not by
+            ``level``'s value alone. Empty: the domain is the value of ``level`` alone.
+        slice_level / slice_size: Kueue ``podset-slice-required-topology`` and
+            ``podset-slice-size``: the pods split into slices of ``slice_size`` pods, each slice
+            in one domain of ``slice_level`` (and all of them inside one ``level`` domain when a
+            required level is set too). None when no slices are requested.
+        group: Kueue ``podset-group-name``: pod sets of one gang with the same group share one
+            domain of ``level``; None = the pod set has a domain of its own.
+        exclusive: JobSet / LWS exclusive topology: the pod set's pods come in units of
+            ``unit_size`` pods (a child Job, an LWS group or subgroup); each unit sits in one
+            domain of ``level`` and no two units (of this gang, any pod set) share a domain.
+        unit_size: pods per exclusive unit (None when not ``exclusive``).
+        highest_tier: Volcano ``networkTopology.highestTierAllowed``: the gang must sit inside
+            one HyperNode of tier ≤ this (hard mode); None when not set.
+        highest_tier_name: Volcano ``networkTopology.highestTierName`` (a tier's name), None when
+            not set.
+        field: where the request was read (for messages: ``metadata.annotations[...]``).
+    """
+
+    source: str
+    mode: str
+    level: str | None = None
+    topology_name: str | None = None
+    levels: tuple[str, ...] = ()
+    slice_level: str | None = None
+    slice_size: int | None = None
+    group: str | None = None
+    exclusive: bool = False
+    unit_size: int | None = None
+    highest_tier: int | None = None
+    highest_tier_name: str | None = None
+    field: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class PodSet:
     """Pods of one shape inside a gang (a role: master, worker, launcher, a Volcano task…).
@@ -297,8 +373,9 @@ class PodSet:
             ``requiredDuringSchedulingIgnoredDuringExecution``.
         max_per_node: at most this many pods of the set on one node (required pod
             anti-affinity on kubernetes.io/hostname against itself, or host ports); None = no cap.
-        required_topology: Kueue ``podset-required-topology`` label key (all pods of the set in
-            one domain of that label), None when not requested.
+        topology: the pod set's placement over topology domains (``TopologyRequest``: Kueue
+            TAS, JobSet / LeaderWorkerSet exclusive topology, Volcano network topology, KAI),
+            None when none is requested. ``required_topology`` / ``preferred_topology`` read it.
         exact_shape: False when the per-pod request and constraints are an estimate (a
             PodGroup's minResources spread over minMember; a Kueue pod group seen one pod at a
             time): per-node bounds, searches and node filters then cannot prove NeverFits; only
@@ -321,14 +398,25 @@ class PodSet:
     node_name: str = ""
     host_ports: tuple[HostPort, ...] = ()
     max_per_node: int | None = None
-    required_topology: str | None = None
-    preferred_topology: str | None = None
+    topology: "TopologyRequest | None" = None
     exact_shape: bool = True
     runtime_class: str = ""
     stated_total: Resources | None = None
 
     def total_replicas(self) -> int:
         return self.count if self.replicas is None else self.replicas
+
+    @property
+    def required_topology(self) -> str | None:
+        """The label key of a required level (all pods of the set in one domain of it), or None."""
+        t = self.topology
+        return t.level if t is not None and t.mode == TOPOLOGY_REQUIRED and t.level else None
+
+    @property
+    def preferred_topology(self) -> str | None:
+        """The label key of a preferred level (one domain if possible; never a denial), or None."""
+        t = self.topology
+        return t.level if t is not None and t.mode == TOPOLOGY_PREFERRED and t.level else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,6 +684,51 @@ class VolcanoState:
 
     queues: Mapping[str, VolcanoQueue] = _empty()
     pod_groups: Mapping[tuple[str, str], PodGroupState] = _empty()
+
+
+# ---------------------------------------------------------------- topology objects
+
+
+@dataclass(frozen=True, slots=True)
+class HyperNodeMember:
+    """One ``spec.members[]`` entry of a Volcano HyperNode (topology.volcano.sh/v1alpha1).
+
+    ``kind``: "Node" or "HyperNode". Exactly one selector is set: ``exact`` (a name),
+    ``regex`` (a Go RE2 pattern matched against whole names), or ``labels`` (matchLabels pairs; Node
+    members only)."""
+
+    kind: str
+    exact: str | None = None
+    regex: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HyperNode:
+    """A Volcano HyperNode: a network domain of ``tier`` (1 = the closest) whose members are nodes
+    or lower-tier HyperNodes. ``tier_name``: ``spec.tierName`` when set."""
+
+    name: str
+    tier: int
+    members: tuple[HyperNodeMember, ...] = ()
+    tier_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyState:
+    """The cluster's topology objects.
+
+    Attributes:
+        kueue: Kueue Topology name (kueue.x-k8s.io v1beta1/v1beta2) → its levels' node label
+            keys, top → bottom (``spec.levels[].nodeLabel``).
+        kai: KAI Topology name (kai.scheduler/v1alpha1 Topology) → its levels' node label keys,
+            top → bottom.
+        hypernodes: Volcano HyperNodes by name.
+    """
+
+    kueue: Mapping[str, tuple[str, ...]] = _empty()
+    kai: Mapping[str, tuple[str, ...]] = _empty()
+    hypernodes: Mapping[str, HyperNode] = _empty()
 
 
 # ---------------------------------------------------------------- PodDisruptionBudgets

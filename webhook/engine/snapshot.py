@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections import Counter
 from types import MappingProxyType
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .model import (
     BoundPod,
     DisruptionBudget,
     KueueState,
+    TopologyState,
     Node,
     Resources,
     Taint,
@@ -128,6 +129,7 @@ class ClusterSnapshot:
             advertises fewer GPUs), allocatable otherwise.
         node_class: int array [nodes], index into ``classes``.
         kueue, volcano, priority_classes: queue state and PriorityClass values.
+        topology: Kueue / KAI Topology objects and Volcano HyperNodes (``TopologyState``).
         autoscaling: what node autoscalers could add (``autoscale.AutoscalingState``; empty when none).
         skipped: kind → count of objects in the source the engine does not use.
         source: where it came from (a path, "demo", "live").
@@ -153,6 +155,7 @@ class ClusterSnapshot:
         as_of: float | None = None,
         disruption_budgets: Iterable[DisruptionBudget] = (),
         autoscaling: AutoscalingState | None = None,
+        topology: TopologyState | None = None,
     ) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.pods: tuple[BoundPod, ...] = tuple(pods)
@@ -161,6 +164,8 @@ class ClusterSnapshot:
         #: What node autoscalers could add (Karpenter NodePools, cluster-autoscaler node groups).
         self.autoscaling = autoscaling if autoscaling is not None else AutoscalingState()
         self.kueue = kueue or KueueState()
+        #: Kueue and KAI Topology objects, Volcano HyperNodes (``TopologyState``).
+        self.topology = topology if topology is not None else TopologyState()
         self.volcano = volcano or VolcanoState()
         self.priority_classes = MappingProxyType(dict(priority_classes or {}))
         self.skipped = MappingProxyType(dict(skipped or {}))
@@ -194,6 +199,7 @@ class ClusterSnapshot:
         self.classes: tuple[NodeClass, ...] = reps
         self._projections: dict[frozenset[str], tuple[np.ndarray, tuple[NodeClass, ...]]] = {}
         self._positions: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+        self._structures: dict[tuple, object] = {}
         #: Results derived from this snapshot alone (per pod shape), reused by later checks:
         #: admission streams repeat a few shapes. Read-only values; bounded (see ``remember``).
         self._memo: dict[tuple, object] = {}
@@ -244,6 +250,18 @@ class ClusterSnapshot:
         if len(self._positions) < 16:
             self._positions[key] = result
         return result
+
+    def structure(self, key: tuple, build: Callable[[], object]) -> object:
+        """A structure derived from this snapshot's nodes alone (a domain index per topology
+        level, …), built by ``build()`` on first use and kept for the snapshot's life, apart from
+        the per-shape memo (``recall``/``remember``), so "cold" checks reuse it as they reuse
+        ``label_positions``. At most 64 are kept (later ones are rebuilt on each call)."""
+        hit = self._structures.get(key)
+        if hit is None:
+            hit = build()
+            if len(self._structures) < 64:
+                self._structures[key] = hit
+        return hit
 
     def recall(self, key: tuple) -> object | None:
         """A result ``remember``-ed for ``key`` on this snapshot, or None."""
