@@ -77,7 +77,7 @@ def test_text_output_exit_codes(capsys):
     assert rc == 1 and "NeverFits — denied" in out and "ExceedsMaxQuota" in out
     rc, out, _ = run(capsys, "check", WAITS, "--cluster", "demo")
     assert rc == 0 and "Waits — admitted with warnings" in out and "Fragmented" in out
-    assert "/383 nodes are available: " in out
+    assert "/403 nodes are available: " in out
 
 
 @pytest.mark.parametrize("mode", ["warn", "audit"])

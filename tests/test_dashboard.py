@@ -133,6 +133,8 @@ def test_dashboard_has_the_panels_issue_12_asks_for(dashboard):
         "Latency quantiles": "gangcheck_webhook_latency_seconds_bucket",
         "Cache age": "gangcheck_cache_age_seconds",
         "Fragmented free GPUs": "gangcheck_gpus_free_whole_nodes",
+        "Whole free nodes by domain": "gangcheck_gpu_whole_free_nodes",
+        "Stranded GPUs by domain": "gangcheck_gpus_stranded",
     }
     for title, metric in wanted.items():
         assert title in exprs, f"no panel {title!r}"

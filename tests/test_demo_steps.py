@@ -34,13 +34,13 @@ def test_pods_and_usage_add_up_to_team_visions_status():
     usage = _QueueUsage()
     tenants = _tenant_pods(rng, layout, DEMO_NOW, usage)
     assert len(tenants) == sum(t[5] for t in TENANTS) == 300
-    # 300 four-GPU tenant pods; 24 eight-GPU PyTorchJob pods; 32 four-GPU rec-ranker-large pods.
+    # 300 four-GPU tenant pods; 44 eight-GPU PyTorchJob pods; 32 four-GPU rec-ranker-large pods.
     full = _full_node_pods(layout, DEMO_NOW, usage)
-    assert len(full) == 24 + 32
-    assert usage.gpu == 300 * 4 + 24 * 8 + 32 * 4 == 1520
+    assert len(full) == 44 + 32
+    assert usage.gpu == 300 * 4 + 44 * 8 + 32 * 4 == 1680
     # jobs: 120/8 + 100/4 + 80/16 tenant jobs, the PyTorchJob and the rec Job
     assert usage.admitted == 15 + 25 + 5 + 2
     cq = next(o for o in _kueue_objects(usage) if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "team-vision")
     h100 = next(f for f in cq["status"]["flavorsUsage"] if f["name"] == "h100")
-    assert {r["name"]: r["total"] for r in h100["resources"]}["nvidia.com/gpu"] == "1520"
+    assert {r["name"]: r["total"] for r in h100["resources"]}["nvidia.com/gpu"] == "1680"
     assert cq["status"]["admittedWorkloads"] == 47

@@ -115,7 +115,7 @@ def test_c14_partial_gangs_deadlock_reported():
 def test_find_gang_from_pods_and_not_found_message():
     snap = demo_snapshot()
     g, how = find_gang("pytorchjob/vision-pretrain", "team-vision", snap)
-    assert g.pods == 24 and "reconstructed from its 24 pod(s)" in how
+    assert g.pods == 44 and "reconstructed from its 44 pod(s)" in how
     rep = diagnose(snap, g, DEMO_NOW)
     assert rep["decision"]["verdict"] == "Running" and rep["fixes"] == []
     with pytest.raises(TargetNotFound, match="manifest file"):

@@ -162,4 +162,4 @@ def test_load_documents_stdin_and_path(tmp_path, monkeypatch):
 
 def test_load_cluster_demo():
     snap = load_cluster("demo")
-    assert snap.source == "demo" and len(snap.nodes) == 383
+    assert snap.source == "demo" and len(snap.nodes) == 403

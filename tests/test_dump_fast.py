@@ -187,7 +187,7 @@ def test_demo_cluster_as_a_json_dump_reads_the_same_both_ways(tmp_path, general_
     assert state(fast) == state(general)
     ref = build_snapshot(demo_objects(), source=path)
     assert state(fast) == state(ref)
-    assert len(fast.nodes) == 383 and len(fast.pods) == len(ref.pods) == 364
+    assert len(fast.nodes) == 403 and len(fast.pods) == len(ref.pods) == 384
 
 
 def test_odd_items_read_the_same_both_ways(tmp_path, general_only):

@@ -40,7 +40,7 @@ def test_cli_demo_text_plain_when_piped(capsys):
 def test_cli_demo_json(capsys):
     assert main(["fragmentation", "--cluster", "demo", "--shape", "8xnvidia.com/gpu", "-o", "json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["gpu_nodes"] == 364 and rep["largest_gang"] == 12 and len(rep["heatmap"]) == 364
+    assert rep["gpu_nodes"] == 384 and rep["largest_gang"] == 12 and len(rep["heatmap"]) == 384
     assert rep["stranded"] == 1200 and rep["histogram"]["4"] == 300
 
 

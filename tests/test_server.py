@@ -231,12 +231,12 @@ def test_health_ready_metrics(demo_server):
     ready = c.get("/readyz")
     assert ready.status_code == 200
     d = ready.json()
-    assert d["ready"] is True and d["source"]["nodes"] == 383 and d["policy"]["valid"] is True
+    assert d["ready"] is True and d["source"]["nodes"] == 403 and d["policy"]["valid"] is True
     text = c.get("/metrics").text
     assert 'gangcheck_webhook_requests_total{endpoint="validate",outcome="allowed",verdict="Fits"}' in text
     assert f'gangcheck_webhook_latency_seconds_bucket{{endpoint="validate",le="{LATENCY_BUCKETS[0]}",outcome="allowed",verdict="Fits"}}' in text
     assert 'le="0.0005"' in text
-    assert 'gangcheck_informer_objects{informer="nodes"} 383.0' in text
+    assert 'gangcheck_informer_objects{informer="nodes"} 403.0' in text
     assert 'gangcheck_informer_synced{informer="pods"} 1.0' in text
     assert "gangcheck_cache_ready 1.0" in text
     assert "gangcheck_policy_reloads_total 0.0" in text
@@ -559,4 +559,4 @@ def test_expected_wait_annotation_for_a_waiting_gang(demo_server):
         time.sleep(0.05)
     assert wait == "1h32m"
     v = post(c, "/validate", doc)["response"]
-    assert "expected wait p50 1h32m, p90 3h24m (end times known for 88% of blocking pods)" in v["warnings"]
+    assert "expected wait p50 1h32m, p90 3h23m (end times known for 90% of blocking pods)" in v["warnings"]

@@ -1,17 +1,17 @@
-"""The embedded demo cluster: a 383-node GPU cluster where "free GPUs" do not mean a gang fits.
+"""The embedded demo cluster: a 403-node GPU cluster where "free GPUs" do not mean a gang fits.
 
 Built by code, deterministically (a fixed-seed ``random.Random`` decides which H100 node plays
 which part; all times are offsets from a reference time ``now``, ``DEMO_NOW`` by default), and
 emitted as Kubernetes object dicts so it goes through ``build_snapshot`` exactly as a
 ``kubectl get -o yaml`` dump would (``--cluster demo``).
 
-Layout (node names ``h100-000``..``h100-363``, ``cpu-00``..``cpu-15``, ``cp-0``..``cp-2``):
+Layout (node names ``h100-000``..``h100-383``, ``cpu-00``..``cpu-15``, ``cp-0``..``cp-2``):
 
 ============  =====  ===========================================================
 part          nodes  state
 ============  =====  ===========================================================
 half          300    one 4-GPU pod of team-vision (120) / team-speech (100) / team-rec (80)
-full8          24    one 8-GPU pod of the team-vision PyTorchJob ``vision-pretrain``
+full8          44    one 8-GPU pod of the team-vision PyTorchJob ``vision-pretrain``
 full4x2        16    two 4-GPU pods of the team-rec Job ``rec-ranker-large``
 free           12    empty, schedulable
 cordoned        8    spec.unschedulable + node.kubernetes.io/unschedulable:NoSchedule, empty
@@ -24,7 +24,19 @@ Every H100 node carries the GPU feature discovery labels ``nvidia.com/gpu.family
 ``nvidia.com/gpu.product``: ``NVIDIA-H100-80GB-HBM3``, except the 48 highest-numbered half-used
 nodes, which are ``NVIDIA-H100-NVL`` — a gang selecting the NVL product has only 48 nodes it
 could ever run on (the 12 free nodes are all HBM3).
-Kueue: flavors ``h100`` (nodeLabels ``nvidia.com/gpu.family: hopper``, so all 364 H100 nodes)
+
+Topology: the H100 nodes sit in 12 racks of 32 (``topology.example.com/rack``: ``rack-00`` ..
+``rack-11``, node ``h100-NNN`` in rack NNN // 32) under 4 blocks of 3 racks
+(``topology.example.com/block``: ``block-0`` .. ``block-3``); blocks 0–1 are zone-a, 2–3 zone-b.
+The parts are drawn over the whole cluster, so the 12 free nodes are scattered: no rack holds more
+than 2 of them (rack-02, rack-07, rack-08 and rack-10 hold 2, four other racks 1; the blocks 3, 2,
+4 and 3) — a gang asking for 8 whole nodes in one rack (Kueue ``podset-required-topology``) waits although 12 whole
+nodes are free, and one asking for more than 32 nodes in one rack can never start. Kueue has the
+objects of a TopologyAwareScheduling cluster: Topology ``default`` (kueue.x-k8s.io/v1beta2, the
+storage version since Kueue v0.16; levels block, rack, ``kubernetes.io/hostname``) and the ``h100``
+flavor's ``spec.topologyName: default``.
+
+Kueue: flavors ``h100`` (nodeLabels ``nvidia.com/gpu.family: hopper``, so all 384 H100 nodes)
 and ``cpu-only``; ClusterQueues ``team-llm`` (512 H100 GPUs nominal, borrowingLimit 0, nothing
 in use) and ``team-vision`` (every other tenant) in cohort
 ``research``; LocalQueue ``llm/llm-queue`` → team-llm. Volcano queues ``research`` (capability
@@ -51,7 +63,12 @@ __all__ = [
     "GPU_PRODUCT",
     "GPU_PRODUCT_NVL",
     "NVL_COUNT",
+    "BLOCK_LABEL",
     "RACK_LABEL",
+    "TOPOLOGY_NAME",
+    "TOPOLOGY_LEVELS",
+    "NODES_PER_RACK",
+    "RACKS_PER_BLOCK",
     "ZONE_LABEL",
     "demo_objects",
     "demo_snapshot",
@@ -72,15 +89,21 @@ NVL_COUNT = 48
 GPU_FAMILY = "hopper"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.example.com/rack"
+BLOCK_LABEL = "topology.example.com/block"
+#: The Kueue Topology of the H100 flavor and its levels, top → bottom (spec.levels[].nodeLabel).
+TOPOLOGY_NAME = "default"
+TOPOLOGY_LEVELS = (BLOCK_LABEL, RACK_LABEL, "kubernetes.io/hostname")
 INSTANCE_LABEL = "node.kubernetes.io/instance-type"
 CPU_INSTANCE = "cpu-64c-256g"
-H100_COUNT = 364
-NODES_PER_RACK = 8
+NODES_PER_RACK = 32
+RACKS_PER_BLOCK = 3
+RACKS = 12
+H100_COUNT = RACKS * NODES_PER_RACK  # 384
 
 #: How many H100 nodes play each part, in the order they are drawn from the shuffled list.
 PARTS = (
     ("half", 300),
-    ("full8", 24),
+    ("full8", 44),
     ("full4x2", 16),
     ("free", 12),
     ("cordoned", 8),
@@ -140,13 +163,15 @@ def _node(name: str, labels: dict, capacity: dict, allocatable: dict, *, now: fl
 
 def _h100_labels(i: int, product: str = GPU_PRODUCT) -> dict:
     rack = i // NODES_PER_RACK
+    block = rack // RACKS_PER_BLOCK
     return {
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.family": GPU_FAMILY,
         "nvidia.com/gpu.product": product,
         "nvidia.com/gpu.count": "8",
         INSTANCE_LABEL: "gpu-h100-8x",
-        ZONE_LABEL: "zone-a" if rack < 23 else "zone-b",
+        ZONE_LABEL: "zone-a" if block < 2 else "zone-b",
+        BLOCK_LABEL: f"block-{block}",
         RACK_LABEL: f"rack-{rack:02d}",
     }
 
@@ -316,7 +341,7 @@ def _tenant_pods(rng: random.Random, layout: dict[str, list[int]], now: float, u
 
 
 def _full_node_pods(layout: dict[str, list[int]], now: float, usage: _QueueUsage) -> list[dict]:
-    """The full nodes: a 24-pod 8-GPU PyTorchJob (one master, workers), and a 32-pod 4-GPU Job
+    """The full nodes: a 44-pod 8-GPU PyTorchJob (one master, workers), and a 32-pod 4-GPU Job
     two to a node."""
     pods = []
     start = now - 20 * 3600
@@ -381,14 +406,20 @@ def _priority_classes() -> list[dict]:
 
 
 _KUEUE = "kueue.x-k8s.io/v1beta1"
+#: Topology's storage version since Kueue v0.16 (apis/kueue/v1beta2/topology_types.go,
+#: +kubebuilder:storageversion; v1beta1 is deprecated there).
+_KUEUE_TOPOLOGY = "kueue.x-k8s.io/v1beta2"
 
 
 def _kueue_objects(usage: _QueueUsage) -> list[dict]:
-    """ResourceFlavors h100 and cpu-only, ClusterQueues team-llm (nothing in use) and
-    team-vision (holding ``usage``) in cohort research, and the tenants' LocalQueues."""
+    """Topology ``default`` (block → rack → hostname), ResourceFlavors h100 (TAS: topologyName
+    default) and cpu-only, ClusterQueues team-llm (nothing in use) and team-vision (holding
+    ``usage``) in cohort research, and the tenants' LocalQueues."""
     objs = [
+        {"apiVersion": _KUEUE_TOPOLOGY, "kind": "Topology", "metadata": {"name": TOPOLOGY_NAME},
+         "spec": {"levels": [{"nodeLabel": key} for key in TOPOLOGY_LEVELS]}},
         {"apiVersion": _KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"},
-         "spec": {"nodeLabels": {"nvidia.com/gpu.family": GPU_FAMILY}}},
+         "spec": {"nodeLabels": {"nvidia.com/gpu.family": GPU_FAMILY}, "topologyName": TOPOLOGY_NAME}},
         {"apiVersion": _KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "cpu-only"},
          "spec": {"nodeLabels": {INSTANCE_LABEL: CPU_INSTANCE}}},
     ]
@@ -540,10 +571,11 @@ def demo_snapshot(now: float = DEMO_NOW) -> ClusterSnapshot:
 
 
 def demo_description() -> str:
-    """Three or four lines summarising the demo scenario, for CLI output."""
+    """Five lines summarising the demo scenario, for CLI output."""
     return (
-        "Demo cluster: 364 H100 nodes (8 GPUs each; 48 of them H100 NVL), 16 CPU-only and 3 control-plane nodes.\n"
-        "300 H100 nodes (the 48 NVL among them) run one 4-GPU pod of team-vision/speech/rec, 40 are full, 12 free;\n"
+        "Demo cluster: 384 H100 nodes (8 GPUs each; 48 of them H100 NVL) in 12 racks of 32 (4 blocks of 3 racks),\n"
+        "16 CPU-only and 3 control-plane nodes. 300 H100 nodes (the 48 NVL among them) run one 4-GPU pod of\n"
+        "team-vision/speech/rec, 60 are full, 12 free (no rack holds more than 2 of them);\n"
         "8 are cordoned, 3 NotReady and 1 has its device plugin down (capacity 8, allocatable 0).\n"
         "Kueue team-llm (llm/llm-queue): 512 H100 GPUs nominal, no borrowing; Volcano queue research: 256."
     )

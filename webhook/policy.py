@@ -10,6 +10,7 @@ imports pydantic, DESIGN.md layers).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,10 @@ from .engine.model import Taint, frozen_map
 from .engine.quantity import QuantityError, is_whole_quantity, parse_quantity
 
 __all__ = ["Policy", "PolicyError", "load_policy", "parse_policy"]
+
+#: A label key (apimachinery validation.IsQualifiedName): [DNS subdomain "/"] name, the name
+#: 1–63 alphanumerics, '-', '_', '.', starting and ending alphanumeric.
+_LABEL_KEY = re.compile(r"^(?:(?=.{1,253}/)[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 class PolicyError(ValueError):
@@ -146,6 +151,10 @@ class Policy(BaseModel):
     - ``staleAfterSeconds``: cache age past which the webhook fails open. Default 120 s.
     - ``warnFragmentationRatio``: warn when stranded/free GPUs for the gang's shape ≥ this (0–1).
     - ``warnExpectedWaitSeconds``: warn when the expected wait ≥ this many seconds.
+    - ``metricsTopologyLevel``: node label key of the ``domain`` label of the gauges
+      ``gangcheck_gpu_whole_free_nodes`` / ``gangcheck_gpus_stranded`` (a top-level domain such
+      as ``topology.example.com/block``). Default none: the top level of the cluster's Kueue
+      Topology (with several, the first by name), else one domain "all".
     - ``autoscaling``: node autoscalers (issue #16) — ``enabled`` (default true; false ignores
       every NodePool / node group the cluster shows), ``assumeScaleUp`` (default false: assume
       an autoscaler the cluster does not show may add nodes of any labels and shape, so only
@@ -168,6 +177,7 @@ class Policy(BaseModel):
     stale_after_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False, strict=True, alias="staleAfterSeconds")
     warn_fragmentation_ratio: float = Field(default=0.25, ge=0, le=1, allow_inf_nan=False, strict=True, alias="warnFragmentationRatio")
     warn_expected_wait_seconds: float = Field(default=3600.0, ge=0, allow_inf_nan=False, strict=True, alias="warnExpectedWaitSeconds")
+    metrics_topology_level: str | None = Field(default=None, alias="metricsTopologyLevel")
     autoscaling: _PolicyAutoscaling = Field(default_factory=_PolicyAutoscaling)
 
     @field_validator("transient_taints")
@@ -176,6 +186,14 @@ class Policy(BaseModel):
         for key in v:
             if not key.strip() or key != key.strip():
                 raise ValueError(f"expected taint keys or shell patterns such as 'example.com/*', got {key!r}")
+        return v
+
+    @field_validator("metrics_topology_level")
+    @classmethod
+    def _label_key(cls, v: str | None) -> str | None:
+        """A Kubernetes label key: an optional DNS prefix and "/", then a name of ≤ 63 characters."""
+        if v is not None and not _LABEL_KEY.match(v):
+            raise ValueError(f"expected a node label key such as 'topology.example.com/block', got {v!r}")
         return v
 
     @field_validator("annotation_prefix")

@@ -274,6 +274,7 @@ def test_full_policy_values_pass_the_schema_and_load():
     """Every policy field set (the schema must not refuse what policy.py accepts)."""
     policy = {"mode": "warn", "extendedResourceToleration": False, "podTolerationRestriction": True,
               "plainJobsAsGangs": True, "staleAfterSeconds": 60, "warnFragmentationRatio": 0.5,
+              "metricsTopologyLevel": "topology.example.com/block",
               "autoscaling": {"enabled": True, "assumeScaleUp": True, "provisioningSeconds": 120,
                               "nodePools": [{"name": "gpu-h100", "nodeShape": {"cpu": "192", "nvidia.com/gpu": 8},
                                              "maxNodes": 4, "labels": {"a": "b"},
@@ -282,6 +283,7 @@ def test_full_policy_values_pass_the_schema_and_load():
     cm = find(ht.render({"policy": policy}), "ConfigMap", "gangcheck-policy")
     loaded = Policy.model_validate(yaml.safe_load(cm["data"]["policy.yaml"]))
     assert loaded.plain_jobs_as_gangs is True and loaded.autoscaling.node_pools[0].max_nodes == 4
+    assert loaded.metrics_topology_level == "topology.example.com/block"
 
 
 @pytest.mark.parametrize("values", [{"replicas": 1}, {"podDisruptionBudget": {"minAvailable": 2}}])

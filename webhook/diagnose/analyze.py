@@ -13,6 +13,8 @@ numbers —, and what it means):
 1. quota — the gang's queue: nominal, borrowing limit, usage, the request; ever / now; the
    workloads ahead of it and orphan reservations.
 2. fit — eligible nodes, nodes that can take one pod now, the deficit, free vs stranded GPUs.
+   topology — (when a pod set requires one topology domain) per domain of its level, the pods
+   that fit now and ever, the closest domains first (``topology``).
 3. nodes — per-node reasons in kube-scheduler's wording with sample node names.
    autoscaler — (when the cluster shows one) the NodePools / node groups / policy pools that could
    take the gang, their limits and usage, pending NodeClaims, why the others do not match, the
@@ -42,6 +44,7 @@ from .autoscaler import autoscaler_step
 from .device_plugin import device_plugin_step
 from .partial_gangs import partial_gangs_step
 from .quota import quota_step
+from .topology import level_word, topology_step
 from .report import ClusterSummary, DecisionSummary, DiagnosisReport, FitStep, GangSummary, NodesStep, Step
 
 __all__ = ["diagnose", "diagnose_report", "fit_step", "nodes_step", "verdict_line"]
@@ -83,9 +86,11 @@ def _analyze(snap: ClusterSnapshot, gang: GangRequest, now: float | None, option
         expected_wait_s = d.expected_wait.get("p50_s")
     view = gang_view(snap, gang, d, options)
     scale = autoscaler_step(snap, gang, d, view, options)  # None: the cluster shows no autoscaler
+    topo = topology_step(snap, gang, d, view)  # None: no pod set requires one topology domain
     steps = (
         quota_step(snap, gang, d, view),
         fit_step(snap, gang, d, view, options),
+        *(() if topo is None else (topo,)),
         nodes_step(snap, gang, d, view),
         *(() if scale is None else (scale,)),
         device_plugin_step(snap, view, options),
@@ -212,6 +217,11 @@ def verdict_line(gang: GangRequest, d: Decision, view: GangView, steps: Sequence
     bits = []
     if "quota" in blockers:
         bits.append("quota in use")
+    topo = next((s for s in steps if s.name == "topology"), None)
+    if topo is not None and topo.status == "blocking" and topo.get("best_domain"):
+        word = level_word(topo.level)
+        bits.append(f"topology: no {word} has room for all {topo.pods_needed} pods of {topo.pod_set} now "
+                    f"(closest {topo.best_domain}: {topo.best_domain_pods_now})")
     if fit is not None and view.deficit:
         if fit.get("gpus_free_eligible", 0) >= fit.get("gpus_needed", 1 << 62):
             bits.append(f"fragmentation: {fit.gpus_free_eligible} GPUs free but only {fit.nodes_fit_now} node(s) fit a pod, "

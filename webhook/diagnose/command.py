@@ -21,9 +21,10 @@ from typing import Any
 from ..cli_inputs import load_cluster_spec
 from ..engine.evaluate import EngineOptions
 from ..engine.snapshot import ClusterSnapshot
+from .by_domain import DEFAULT_TOP, domain_fragmentation
 from .fragmentation import fragmentation, parse_shape
 from .render_json import render_diagnosis_json, render_fragmentation_json
-from .render_text import render_diagnosis, render_fragmentation
+from .render_text import render_diagnosis, render_domain_fragmentation, render_fragmentation
 from .targets import TargetNotFound, find_gang
 
 __all__ = ["add_commands", "cmd_diagnose", "cmd_fragmentation"]
@@ -47,19 +48,43 @@ def add_commands(sub) -> None:
                    help="reference time: RFC 3339 (2025-06-02T12:00:00Z) or epoch seconds (default: a dump's newest "
                         "timestamp, said on stderr; the demo's own time; the clock for live)")
     d.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
-    f = sub.add_parser("fragmentation", help="free GPUs by node, stranded GPUs and a heatmap for one pod shape",
+    f = sub.add_parser("fragmentation", help="free GPUs by node, stranded GPUs and a heatmap for one pod shape; --by a topology level",
                        description="For one pod shape (--shape, e.g. 8xnvidia.com/gpu): the nodes by free GPUs, the "
                                    "whole free nodes per GPU product, the free GPUs stranded on nodes that cannot take "
                                    "one such pod, the largest gang of that shape placeable now, and a heatmap of GPUs "
                                    "in use per node. Nodes count when they pass the scheduler's filters now for such "
-                                   "a pod (cordoned, NotReady, tainted nodes are marked).",
-                       epilog="Exit codes: 0 report written, 2 bad input (shape, policy, cluster).")
+                                   "a pod (cordoned, NotReady, tainted nodes are marked). With --by LEVEL, per "
+                                   "topology domain instead (a rack, a block, any node label): GPU nodes, eligible "
+                                   "nodes, whole free nodes, free GPUs and stranded GPUs (free GPUs on nodes that are "
+                                   "not whole free), most whole free nodes first.",
+                       epilog="Exit codes: 0 report written, 2 bad input (shape, policy, cluster, a --by label no node "
+                              "carries and no Kueue Topology names).")
     f.add_argument("--cluster", required=True, metavar="PATH|demo|live", help="cluster dump, 'demo', or 'live' (kubeconfig)")
     f.add_argument("--shape", default="8xnvidia.com/gpu",
                    help="per-pod request, AMOUNTxRESOURCE[,…] with a GPU resource: 8xnvidia.com/gpu (default) or 4xnvidia.com/gpu,48xcpu")
+    f.add_argument("--by", metavar="LEVEL", default=None,
+                   help="group by topology domain: a node label key (topology.kubernetes.io/zone) or a level of a Kueue "
+                        "Topology in the cluster data (topology.example.com/rack: a domain is then identified by the "
+                        "levels above it too, as Kueue counts them); a key no node carries is an error (exit 2)")
+    f.add_argument("--top", type=_positive_int, default=None, metavar="N",
+                   help=f"with --by: list the N domains with the most whole free nodes (default {DEFAULT_TOP}); "
+                        "the total line counts every domain")
     f.add_argument("--output", "-o", choices=("text", "json"), default="text", help="output format (default text)")
     f.add_argument("--policy", metavar="FILE", help="policy YAML (gpuResources, transientTaints)")
     f.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the live cache to sync (default 120)")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type of ``--top``: a whole number ≥ 1."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return n
 
 
 def _require_nodes(snap: ClusterSnapshot, cluster: str) -> None:
@@ -207,14 +232,21 @@ def cmd_fragmentation(args) -> int:
     try:
         options = _options(getattr(args, "policy", None))
         shape = parse_shape(args.shape, options)
+        if getattr(args, "top", None) is not None and getattr(args, "by", None) is None:
+            raise ValueError("--top N: only with --by LEVEL (it bounds the domains listed)")
         snap, _ = load_cluster_spec(args.cluster, args.timeout)
         _require_nodes(snap, args.cluster)
+        if getattr(args, "by", None) is not None:
+            rep = domain_fragmentation(snap, args.by, shape, options, args.top or DEFAULT_TOP)
     except (DumpError, AdapterError, ValueError, TimeoutError, OSError, LiveConfigError) as exc:
         print(f"gangcheck: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
         print(f"gangcheck: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "by", None) is not None:
+        print(render_fragmentation_json(rep) if args.output == "json" else render_domain_fragmentation(rep))
+        return 0
     rep = fragmentation(snap, shape, options)
     if args.output == "json":
         print(render_fragmentation_json(rep))

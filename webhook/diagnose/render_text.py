@@ -18,9 +18,9 @@ from ..engine.quantity import format_quantity
 from ..engine.text import plural
 from ..engine.wait.result import format_duration
 from .report import (SAMPLES, AutoscalerStep, DevicePluginStep, DiagnosisReport, FitStep, NodesStep, PartialGangsStep, QuotaStep,
-                     Step)
+                     Step, TopologyStep)
 
-__all__ = ["render_diagnosis", "render_fragmentation", "COMMANDS_SHOWN"]
+__all__ = ["render_diagnosis", "render_fragmentation", "render_domain_fragmentation", "COMMANDS_SHOWN"]
 
 #: Commands of one fix shown in the text; past it the last line says how to list all of them.
 COMMANDS_SHOWN = 12
@@ -249,9 +249,28 @@ def _source_line(e: Mapping[str, Any]) -> str:
     return f"{head}: " + "; ".join(parts)
 
 
+def _topology_lines(f: TopologyStep) -> list[str]:
+    where = "" if not f.get("topology") else f" (Topology {f.topology}" + (f": {' → '.join(f.keys)})" if len(f.keys) > 1 else ")")
+    out = [f"{f.pod_set}: {f.pods_needed} pods required in one domain of {f.level}{where}"
+           + (f", with pod set group {f.group}" if f.get("group") else "")]
+    out.append(f"{plural(f.domains_total, 'domain')}: {f.domains_fit_ever} could hold it when empty, {f.domains_fit_now} now; "
+               f"the cluster has room for {f.pods_fit_now_cluster} such pods on {plural(f.nodes_fit_now_cluster, 'node')} now")
+    for dom in f.get("domains") or []:
+        out.append(f"  {dom['domain']}: room for {dom['pods_now']} of {f.pods_needed} now on {plural(dom['nodes_now'], 'node')}, "
+                   f"{dom['pods_ever']} when empty on {plural(dom['nodes_ever'], 'node')}")
+    if f.domains_total > len(f.get("domains") or []):
+        out.append(f"  … {plural(f.domains_total - len(f.domains), 'more domain')}")
+    if f.get("nodes_outside"):
+        out.append(f"{plural(f.nodes_outside, 'node')} that could take a pod lack a label of {', '.join(f.keys)} (in no domain)")
+    eng = f.get("engine_finding")
+    if eng:
+        out.append(f"engine: {eng['code']} ({eng['severity']}): {eng['message']}")
+    return out
+
+
 _FINDINGS: dict[str, Callable[[Any], list[str]]] = {
     "quota": _quota_lines, "fit": _fit_lines, "nodes": _nodes_lines, "device-plugin": _device_plugin_lines,
-    "partial-gangs": _partial_gangs_lines, "autoscaler": _autoscaler_lines,
+    "partial-gangs": _partial_gangs_lines, "autoscaler": _autoscaler_lines, "topology": _topology_lines,
 }
 
 
@@ -310,3 +329,32 @@ def render_fragmentation(rep: dict, *, color: bool = False, width: int = 64) -> 
     return "\n".join(lines) + "\n" + buf.getvalue().rstrip("\n") + "\n" + legend
 
 
+
+def render_domain_fragmentation(rep: Mapping[str, Any]) -> str:
+    """Text of a ``fragmentation --by`` report (``by_domain.domain_fragmentation``): a header, one
+    row per domain shown (GPU nodes, eligible, whole free nodes, free and stranded GPUs), a line
+    for the domains left out, the total line and the GPU nodes in no domain."""
+    keys = rep["keys"]
+    where = f" (Kueue Topology {rep['topology']}: {' → '.join(keys)})" if rep.get("topology") else ""
+    shape = ", ".join(_fmt(r, v) for r, v in rep["shape"].items())
+    lines = [f"Fragmentation by {rep['by']}{where}, {rep['resource']}; eligible = schedulable now for a pod of {shape}:"]
+    rows = [(d["domain"], d) for d in rep["domains"]]
+    name_w = max([len("domain"), len("total")] + [len(n) for n, _ in rows])
+    head = ("nodes", "eligible", "whole free", "free GPUs", "stranded GPUs")
+    lines.append(f"  {'domain':<{name_w}}  " + "  ".join(f"{h:>{len(h)}}" for h in head))
+
+    def row(name: str, d: Mapping[str, Any]) -> str:
+        vals = (d["nodes"], d["eligible"], d["whole_free"], d["free"], d["stranded"])
+        return f"  {name:<{name_w}}  " + "  ".join(f"{v:>{len(h)}}" for v, h in zip(vals, head))
+
+    lines.extend(row(n, d) for n, d in rows)
+    more = rep["domains_total"] - rep["shown"]
+    if more > 0:
+        lines.append(f"  … {plural(more, 'more domain')} (--top N shows more)")
+    lines.append(row("total", rep["total"]) + f"   ({plural(rep['domains_total'], 'domain')})")
+    out = rep.get("outside") or {}
+    if out.get("nodes"):
+        lines.append(f"  {plural(out['nodes'], 'GPU node')} lack a label of {', '.join(keys)} (in no domain): "
+                     f"{out['whole_free']} whole free, {out['free']} GPUs free")
+    lines.append("stranded: free GPUs on nodes that are not whole free (a pod asking for a whole node cannot use them)")
+    return "\n".join(lines)

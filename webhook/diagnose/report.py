@@ -3,7 +3,8 @@ renderers (``render_text``, ``render_json``) print. Owns the shapes, not the ana
 of the text lines (the steps' ``meaning`` sentences are facts the analysis states, so they live here).
 
 Frozen dataclasses, one per step (``QuotaStep``, ``FitStep``, ``NodesStep``, ``DevicePluginStep``,
-``PartialGangsStep``, and ``AutoscalerStep`` when the cluster shows an autoscaler), each with its question, the kubectl command a person would run, the facts
+``PartialGangsStep``, ``TopologyStep`` when a pod set requires one topology domain, and
+``AutoscalerStep`` when the cluster shows an autoscaler), each with its question, the kubectl command a person would run, the facts
 found (one field per key of the step's JSON ``findings``), what they mean and a status ("ok",
 "blocking", "info"); ``DiagnosisReport`` holds the gang, the cluster, the decision,
 the steps, the one-line verdict and the ranked fixes.
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ABSENT", "SAMPLES", "Record", "Step", "QuotaStep", "FitStep", "NodesStep", "DevicePluginStep", "PartialGangsStep",
-    "AutoscalerStep", "STEP_TYPES", "OPTIONAL_STEP_TYPES", "ALL_STEP_TYPES",
+    "AutoscalerStep", "TopologyStep", "STEP_TYPES", "OPTIONAL_STEP_TYPES", "ALL_STEP_TYPES",
     "GangSummary", "ClusterSummary", "DecisionSummary", "DiagnosisReport",
 ]
 
@@ -184,6 +185,44 @@ class FitStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TopologyStep(Step):
+    """Is there one topology domain with room for the pod set? (#13; only for a pod set with a
+    required level, after ``fit``; ``webhook.diagnose.topology``.)
+
+    ``pod_set``, ``source`` (kueue, kai, …), ``level`` (node label key), ``keys`` (the label keys
+    identifying a domain, top → level), ``topology`` (the Topology object, None when unknown),
+    ``group`` (Kueue podset-group-name or None), ``pods_needed``, ``domains_total``,
+    ``domains_fit_ever`` / ``domains_fit_now`` (domains whose nodes could hold every pod when
+    repaired and empty / on their free resources now), ``best_domain`` (the closest: able to
+    hold it ever, then most pods now), ``best_domain_pods_now``, ``best_domain_pods_ever``,
+    ``pods_fit_now_cluster`` / ``nodes_fit_now_cluster`` (the whole cluster, for contrast),
+    ``nodes_outside`` (nodes that could take a pod but lack a level label), ``domains`` (the
+    first ``DOMAINS_SHOWN``, closest first: {domain, pods_now, pods_ever, nodes_now,
+    nodes_ever}), ``engine_finding`` (the engine's TopologyPlacementFailed {code, severity,
+    message, data} or None)."""
+
+    name: ClassVar[str] = "topology"
+    pod_set: str = ABSENT
+    source: str = ABSENT
+    level: str = ABSENT
+    keys: list[str] = ABSENT
+    topology: str | None = ABSENT
+    group: str | None = ABSENT
+    pods_needed: int = ABSENT
+    domains_total: int = ABSENT
+    domains_fit_ever: int = ABSENT
+    domains_fit_now: int = ABSENT
+    best_domain: str | None = ABSENT
+    best_domain_pods_now: int = ABSENT
+    best_domain_pods_ever: int = ABSENT
+    pods_fit_now_cluster: int = ABSENT
+    nodes_fit_now_cluster: int = ABSENT
+    nodes_outside: int = ABSENT
+    domains: list[dict[str, Any]] = ABSENT
+    engine_finding: dict[str, Any] | None = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodesStep(Step):
     """Step 3: why does each node refuse a pod (kube-scheduler's wording)? kube-scheduler's
     ``summary`` line, ``reasons`` {reason: nodes} and ``samples`` {reason: [node]}."""
@@ -253,9 +292,10 @@ class AutoscalerStep(Step):
 
 #: Step name → its class, in the isolation order: the steps every report has.
 STEP_TYPES: dict[str, type[Step]] = {t.name: t for t in (QuotaStep, FitStep, NodesStep, DevicePluginStep, PartialGangsStep)}
-#: Steps a report has only when the cluster calls for them (``AutoscalerStep``: an autoscaler),
-#: with every step: what ``Step.from_dict`` reads back.
-OPTIONAL_STEP_TYPES: dict[str, type[Step]] = {AutoscalerStep.name: AutoscalerStep}
+#: Steps a report has only when the gang or the cluster calls for them (``TopologyStep``: a pod set
+#: with a required topology level; ``AutoscalerStep``: an autoscaler), with every step: what
+#: ``Step.from_dict`` reads back.
+OPTIONAL_STEP_TYPES: dict[str, type[Step]] = {TopologyStep.name: TopologyStep, AutoscalerStep.name: AutoscalerStep}
 ALL_STEP_TYPES: dict[str, type[Step]] = {**STEP_TYPES, **OPTIONAL_STEP_TYPES}
 
 
@@ -301,7 +341,8 @@ class DecisionSummary(Record):
 @dataclass(frozen=True)
 class DiagnosisReport:
     """One gang's diagnosis: ``gang``, ``cluster``, ``now`` (epoch seconds or None), ``decision``,
-    ``steps`` (the five in order, the autoscaler step after ``nodes`` when there is one),
+    ``steps`` (the five in order, the topology step after ``fit`` and the autoscaler step after
+    ``nodes`` when there are),
     ``verdict`` (one line), ``fixes`` (``Fix.to_dict()``s, ranked);
     set by the CLI: ``invocation`` (the command printing it as JSON) and ``notes`` (skipped documents)."""
 

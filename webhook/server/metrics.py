@@ -17,11 +17,16 @@ from typing import Any
 from prometheus_client import CollectorRegistry, disable_created_metrics, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+import numpy as np
+
+from ..diagnose.by_domain import node_figures
 from ..diagnose.fragmentation import fragmentation
 from ..engine.snapshot import GPU
+from ..engine.topology import label_domains
 from ..sources import SnapshotSource
 
-__all__ = ["LATENCY_BUCKETS", "GPU_NODE_STATES", "Metrics", "StateCollector", "gpu_fragmentation", "reason_label"]
+__all__ = ["LATENCY_BUCKETS", "GPU_NODE_STATES", "MAX_DOMAINS", "MAX_PRODUCTS", "Metrics", "StateCollector",
+           "gpu_fragmentation", "gpu_domains", "metrics_topology_key", "reason_label"]
 
 disable_created_metrics()  # no *_created series: they double the scrape for nothing
 
@@ -64,6 +69,72 @@ def gpu_fragmentation(snap, options=None) -> dict:
             whole += left if h["used"] == 0 else 0
         nodes[state] += 1
     return {"free": int(rep["free"]), "free_whole_nodes": whole, "nodes": nodes}
+
+
+#: ``gangcheck_gpu_whole_free_nodes`` / ``gangcheck_gpus_stranded``: at most this many ``domain``
+#: values (the domains with the most GPU nodes, then by name), the rest summed into "other" —
+#: plus "none" (GPU nodes without the label) and "all" (no top-level key known).
+MAX_DOMAINS = 50
+#: ... and at most this many ``product`` values (``nvidia.com/gpu.product``; the products with the
+#: most GPU nodes), the rest summed into "other", nodes without the label "unknown".
+MAX_PRODUCTS = 20
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def metrics_topology_key(snap, policy=None) -> str | None:
+    """The node label key of the gauges' ``domain``: the policy's ``metricsTopologyLevel`` when set,
+    else the top level of the snapshot's Kueue Topology (``snap.topology.kueue``; with several,
+    the first by name), else None (every node is in domain "all")."""
+    key = getattr(policy, "metrics_topology_level", None)
+    if key:
+        return key
+    topologies = getattr(getattr(snap, "topology", None), "kueue", None) or {}
+    for name in sorted(topologies):
+        if topologies[name]:
+            return topologies[name][0]
+    return None
+
+
+def gpu_domains(snap, key: str | None, options=None) -> dict:
+    """Whole free nodes and stranded GPUs (``nvidia.com/gpu``) per (GPU product, top-level
+    domain) for the scrape: ``{"key": key, "series": {(product, domain): (whole_free_nodes,
+    stranded_gpus)}}``. Definitions as ``diagnose.by_domain`` (one-GPU probe pod tolerating the
+    GPU taint: a whole free node is schedulable now, no GPU in use, every installed GPU
+    allocatable; stranded = free GPUs on schedulable nodes that are not whole free). Bounded:
+    ≤ ``MAX_PRODUCTS`` + 2 products × ≤ ``MAX_DOMAINS`` + 2 domains, GPU nodes only; every GPU
+    node is counted in exactly one series. Vectorized over the nodes (``DomainIndex.sums``)."""
+    _, per = node_figures(snap, None, options)
+    gpu_nodes = per[:, 0] > 0
+    prods, prod_names = _bounded(snap, (PRODUCT_LABEL,), per[:, 0], MAX_PRODUCTS, "unknown")
+    if key:
+        doms, dom_names = _bounded(snap, (key,), per[:, 0], MAX_DOMAINS, "none")
+    else:
+        doms, dom_names = np.zeros(len(snap.nodes), dtype=np.int64), ["all"]
+    width = len(dom_names)
+    cell = prods * width + doms
+    whole = np.bincount(cell[gpu_nodes], weights=per[gpu_nodes, 2], minlength=len(prod_names) * width)
+    stranded = np.bincount(cell[gpu_nodes], weights=per[gpu_nodes, 4], minlength=len(prod_names) * width)
+    present = np.bincount(cell[gpu_nodes], minlength=len(prod_names) * width)
+    series = {}
+    for c in np.flatnonzero(present).tolist():
+        series[(prod_names[c // width], dom_names[c % width])] = (int(whole[c]), int(stranded[c]))
+    return {"key": key, "series": series}
+
+
+def _bounded(snap, keys: tuple[str, ...], weight: np.ndarray, cap: int, missing: str) -> tuple[np.ndarray, list[str]]:
+    """Per node a bounded label-value index and the names: the ``cap`` values of ``keys`` with the
+    most ``weight`` (then by name) keep their own, the rest are "other", nodes lacking a key
+    ``missing``."""
+    index = label_domains(snap, keys)
+    sums = index.sums(weight) if index.count else np.zeros(0, dtype=np.int64)
+    order = sorted(range(index.count), key=lambda d: (-int(sums[d]), index.names[d]))
+    kept = order[:cap]
+    names = [index.names[d] for d in kept] + ["other", missing]
+    remap = np.full(index.count + 1, len(kept), dtype=np.int64)  # default: "other"
+    remap[kept] = np.arange(len(kept), dtype=np.int64)
+    remap[index.count] = len(kept) + 1  # the last slot: nodes in no domain (id −1)
+    ids = np.where(index.ids >= 0, index.ids, index.count)
+    return remap[ids], names
 
 
 #: ``diagnose.fragmentation``'s heatmap states other than "ok" → :data:`GPU_NODE_STATES`.
@@ -115,6 +186,7 @@ class StateCollector:
     def __init__(self, source: SnapshotSource, policy) -> None:
         self.source, self.policy = source, policy
         self._frag: tuple[Any, dict] | None = None  # (weak reference to a snapshot, its gpu_fragmentation)
+        self._domains: tuple[Any, str | None, dict] | None = None  # (weak reference to a snapshot, key, gpu_domains)
 
     def fragmentation(self) -> dict | None:
         """:func:`gpu_fragmentation` of the source's current snapshot, computed once per snapshot
@@ -128,6 +200,20 @@ class StateCollector:
         pol = self.policy.current()
         rep = gpu_fragmentation(snap, pol.engine_options() if pol is not None else None)
         self._frag = (weakref.ref(snap), rep)
+        return rep
+
+    def domains(self) -> dict | None:
+        """:func:`gpu_domains` of the source's current snapshot by :func:`metrics_topology_key`,
+        once per snapshot and key; None while the source is not ready."""
+        if not self.source.ready:
+            return None
+        snap = self.source.snapshot()
+        pol = self.policy.current()
+        key = metrics_topology_key(snap, pol)
+        if self._domains is not None and self._domains[0]() is snap and self._domains[1] == key:
+            return self._domains[2]
+        rep = gpu_domains(snap, key, pol.engine_options() if pol is not None else None)
+        self._domains = (weakref.ref(snap), key, rep)
         return rep
 
     def collect(self):
@@ -203,6 +289,23 @@ class StateCollector:
         except Exception:  # pragma: no cover - metrics never break a scrape
             pass
         yield from (free, whole, nodes)
+
+        doc = (" per GPU product (nvidia.com/gpu.product; at most %d, the rest 'other', none 'unknown') and top-level "
+               "topology domain (the policy's metricsTopologyLevel, else the Kueue Topology's top level; at most %d, "
+               "the rest 'other', nodes without the label 'none', 'all' with no level known)." % (MAX_PRODUCTS, MAX_DOMAINS))
+        whole_nodes = GaugeMetricFamily("gangcheck_gpu_whole_free_nodes", "GPU nodes schedulable now with no GPU in use "
+                                        "and every installed GPU allocatable," + doc, labels=["product", "domain"])
+        stranded = GaugeMetricFamily("gangcheck_gpus_stranded", "Free GPUs (nvidia.com/gpu) on schedulable nodes that are "
+                                     "not whole free (a whole-node pod cannot use them)," + doc, labels=["product", "domain"])
+        try:
+            rep = self.domains()
+            if rep is not None:
+                for (product, domain), (w, st) in sorted(rep["series"].items()):
+                    whole_nodes.add_metric([product, domain], float(w))
+                    stranded.add_metric([product, domain], float(st))
+        except Exception:  # pragma: no cover - metrics never break a scrape
+            pass
+        yield from (whole_nodes, stranded)
 
 
 def _first(d: dict, *keys):
