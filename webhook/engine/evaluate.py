@@ -183,7 +183,7 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
     counts = [ev.ps.count for ev in evals]
     now_checks = None
     if hard:
-        now_checks = bounds(topo, [ev.k_now for ev in evals], counts)
+        now_checks = bounds(topo, [ev.k_now for ev in evals], counts, snap.free, [ev.shape for ev in evals])
         placed_now = construct(snap.free, now_demands, topo, now_checks)
     else:
         placed_now = place(snap.free, now_demands)

@@ -149,7 +149,8 @@ def topology_proofs(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
     cluster satisfies (``topology.bounds`` on ``k_ever``): NeverFits for an all-or-nothing gang
     of stated shapes on nodes of known capacity (``unprovable`` is None), else Waits. Its data
     keys: ``topology.report``'s docstring."""
-    checks = bounds(topo, [ev.k_ever for ev in evals], [ev.ps.count for ev in evals])
+    checks = bounds(topo, [ev.k_ever for ev in evals], [ev.ps.count for ev in evals], snap.ever_alloc,
+                    [ev.shape for ev in evals])
     failed = next((c for c in checks if not c.ok), None)
     if failed is None:
         return

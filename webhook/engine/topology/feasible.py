@@ -90,7 +90,7 @@ class RuleCheck:
     worst_set: tuple[int, ...] = ()
 
 
-def _whole_check(w: Whole, ks, counts, slices: list[Slices], widx: int) -> RuleCheck:
+def _whole_check(w: Whole, ks, counts, slices: list[Slices], widx: int, avail=None, shapes=None) -> RuleCheck:
     rows = []
     for m in w.members:
         s = next((s for s in slices if s.member == m and s.within == widx), None)
@@ -98,6 +98,19 @@ def _whole_check(w: Whole, ks, counts, slices: list[Slices], widx: int) -> RuleC
     caps = np.stack(rows) if rows else np.zeros((0, w.domains.count), dtype=np.int64)
     need = np.array([counts[m] for m in w.members], dtype=np.int64)[:, None]
     fits = (caps >= need).all(axis=0) if w.domains.count else np.zeros(0, dtype=bool)
+    if len(w.members) > 1 and avail is not None and shapes is not None and fits.any():
+        # Members share the domain's nodes: per resource, the members' pods together must not
+        # exceed what the domain's nodes usable by any member hold.
+        usable = np.zeros(len(w.domains.ids), dtype=bool)
+        for m in w.members:
+            usable |= ks[m] > 0
+        want: dict[int, int] = {}
+        for m in w.members:
+            for c, v in zip(shapes[m].cols.tolist(), shapes[m].vals.tolist()):
+                want[c] = want.get(c, 0) + v * counts[m]
+        for c, v in want.items():
+            have = domain_sums(w.domains, np.where(usable, np.maximum(avail[:, c], 0), 0))
+            fits &= have >= v
     return RuleCheck(w, "whole", bool(fits.any()), caps, fits, tuple(counts[m] for m in w.members))
 
 
@@ -121,13 +134,15 @@ def _exclusive_check(x: Exclusive, ks) -> RuleCheck:
                      need, possible, worst)
 
 
-def bounds(gt: GangTopology, ks, counts) -> list[RuleCheck]:
+def bounds(gt: GangTopology, ks, counts, avail: np.ndarray | None = None, shapes=None) -> list[RuleCheck]:
     """Every hard rule of ``gt`` checked on the view ``ks`` (see the module docstring);
-    ``counts``: pods per evaluated pod set."""
+    ``counts``: pods per evaluated pod set; with ``avail`` (the view's int64 [nodes × resources])
+    and ``shapes`` (``fit.Shape`` per pod set), a Whole rule of several pod sets also needs their
+    summed requests per resource within a domain's nodes."""
     out = []
     for i, w in enumerate(gt.whole):
         if w.hard:
-            out.append(_whole_check(w, ks, counts, gt.slices, i))
+            out.append(_whole_check(w, ks, counts, gt.slices, i, avail, shapes))
     for s in gt.slices:
         if s.within is None:
             cap = _slice_caps(s, None, ks[s.member])
@@ -152,7 +167,7 @@ def construct(avail: np.ndarray, demands: list[Demand], gt: GangTopology, checks
     best fit) — then ``fit.place`` on the node masks restricted to them."""
     ks = ks if ks is not None else [d.k for d in demands]
     counts = [d.count for d in demands]
-    checks = checks if checks is not None else bounds(gt, ks, counts)
+    checks = checks if checks is not None else bounds(gt, ks, counts, avail, [d.shape for d in demands])
     if not all(c.ok for c in checks):
         return None
     hard_whole = [(i, w) for i, w in enumerate(gt.whole) if w.hard]
