@@ -403,3 +403,31 @@ def test_c40_tas_with_a_notready_node_waits():
     assert d.verdict == "Waits" and "NodesNotReady" in d.reasons and "TopologyPlacementFailed" in d.reasons
     f = next(f for f in d.findings if f.code == "TopologyPlacementFailed")
     assert (f.data["when"], f.data["best_domain"], f.data["best_domain_pods"], f.data["needed_pods"]) == ("now", "r1", 2, 3)
+
+
+# ----------------------------------------------------------------------------- fixes at domain level
+
+
+def test_fixes_relax_the_topology_and_free_the_closest_domain():
+    from webhook.engine.fixes import compute_fixes
+
+    nodes = _racks(3, 4)
+    # Rack r0 has one busy node (a low-priority pod), r1 two, r2 three: r0 is the closest to 4 free nodes.
+    pods = [pod(f"p{r}-{i}", f"r{r}-n{i}", gpu=8, ns=f"team-{r}", priority=0) for r in range(3) for i in range(r + 1)]
+    t = TopologyRequest("kueue", "required", level=RACK)
+    g = gang(pod_set("worker", 4, gpu=8, topology=t), kind="PyTorchJob")
+    snap = snapshot(nodes, pods)
+    d = evaluate(snap, g)
+    assert d.verdict == "Waits" and d.findings[0].data["best_domain"] == "r0"
+    fixes = compute_fixes(snap, g, d, now=0.0)
+    relax = next(f for f in fixes if f.action == "relax-topology")
+    assert relax.sufficient and relax.displaced_pods == 0
+    assert "cross the links between domains" in relax.summary.replace("crosses", "cross") and "slower" in relax.summary
+    dom = next(f for f in fixes if "domain r0" in f.summary)
+    assert [v.node for v in dom.victims] == ["r0-n0"] and dom.sufficient
+    assert fixes.index(relax) < fixes.index(dom)  # no displacement first
+    # A NeverFits that only the rule proves: relaxing it is the one fix.
+    g5 = gang(pod_set("worker", 5, gpu=8, topology=t), kind="PyTorchJob")
+    d5 = evaluate(snapshot(nodes), g5)
+    assert d5.verdict == "NeverFits"
+    assert [f.action for f in compute_fixes(snapshot(nodes), g5, d5)] == ["relax-topology"]

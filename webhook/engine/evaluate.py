@@ -111,6 +111,13 @@ def evaluate(
     main_ev = next((e for e in evals if e.ps is main), None)
     nodes = node_report(snap, main_ev) if main_ev else {"total": len(snap.nodes), "eligible": 0, "fit_now": 0, "fit_ever": 0, "reasons": {}, "summary": ""}
     frag = fragmentation(snap, main_ev, options, same_shape_pods(pod_sets, main)) if main_ev else None
+    topology = decision_topology(evals, topo) if topo is not None and snap.nodes else None
+    if frag is not None and topology and main is not None and topo.hard:
+        # Under a required topology the main pod set's deficit is its best domain's, not the
+        # cluster's: "deficit 0" while no domain can hold the pods would hide the cause.
+        row = topology.get(main.name) or {}
+        if isinstance(row.get("deficit_pods"), int) and row["deficit_pods"] > frag["deficit"]:
+            frag = dict(frag, deficit=row["deficit_pods"], deficit_level=row.get("level"))
     message = decision_message(gang, verdict, findings, nodes, frag)
     warnings = [short_warning(f.message) for f in findings if f.severity in (WAITS, "Info")]
     expected = None
@@ -121,8 +128,7 @@ def evaluate(
         if scale is not None:  # new nodes: the wait is their provisioning time, unless running work ends sooner
             expected = scale_up_wait(snap, options, expected, scale.data)
     return Decision(verdict, reasons, message, warnings, findings, _gang_info(gang, options), nodes,
-                    quota.report if quota else None, frag, placement, expected,
-                    decision_topology(evals, topo) if topo is not None and snap.nodes else None)
+                    quota.report if quota else None, frag, placement, expected, topology)
 
 
 def _verdict(never: bool, findings: list[Finding], unplaced: bool) -> str:

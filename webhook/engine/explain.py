@@ -207,6 +207,13 @@ def _hint(gang: GangRequest, f: Finding) -> str:
         return " Make each pod smaller than the largest node, or add larger nodes."
     if f.code == "ResourceNotOffered":
         return " Request a resource the nodes advertise, or check the device plugin on the nodes meant to offer it."
+    if f.code == "TopologyPlacementFailed" and d.get("rule") == "exclusive":
+        return (f" Ask for at most {d.get('units_possible')} units, or use a level with more domains"
+                " (each unit needs a domain of its own).")
+    if f.code == "TopologyPlacementFailed":
+        return (f" Ask for at most {plural(d.get('best_domain_pods', 0), 'pod')} in one {d.get('level')} domain, or relax the"
+                " required topology to preferred (the pods may then spread over domains: cross-domain traffic,"
+                " possibly slower collectives).")
     if f.code == "InvalidGang":
         return " Fix the gang's minimum so it does not exceed the pods that will exist."
     return ""

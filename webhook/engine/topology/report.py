@@ -12,6 +12,7 @@ Finding data (TopologyPlacementFailed; read by ``diagnose``):
     mode: "required" (or "preferred" for Volcano soft — never a finding);
     rule: "whole" (all pods in one domain) | "slices" | "exclusive";
     level: the level's label key ("HyperNode tier ≤ 2" for Volcano);
+    level_keys: the label keys identifying a domain, top → the level (a Kueue domain ID);
     when: "ever" (the repaired empty cluster: a proof when NeverFits) | "now";
     domains: domains of the level (nodes without its labels are in none);
     domains_fitting: domains that could hold the rule's pods (a unit, for exclusivity);
@@ -98,7 +99,8 @@ def rule_finding(snap: ClusterSnapshot, evals: list[PodSetEval], check: RuleChec
     dom = rule.domains
     data: dict[str, Any] = {"pod_set": ps0.name, "pod_sets": [evals[m].ps.name for m in members],
                             "source": getattr(rule, "source", None) or (ps0.topology.source if ps0.topology else ""),
-                            "mode": "required", "rule": check.kind, "level": rule.level, "when": when,
+                            "mode": "required", "rule": check.kind, "level": rule.level, "level_keys": list(dom.keys),
+                            "when": when,
                             "domains": dom.count, "domains_fitting": int(np.count_nonzero(check.fits))}
     even = " even when empty" if when == "ever" else " now"
     prefix = ""
