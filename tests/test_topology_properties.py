@@ -431,3 +431,26 @@ def test_fixes_relax_the_topology_and_free_the_closest_domain():
     d5 = evaluate(snapshot(nodes), g5)
     assert d5.verdict == "NeverFits"
     assert [f.action for f in compute_fixes(snapshot(nodes), g5, d5)] == ["relax-topology"]
+
+
+def test_lws_group_leader_and_workers_share_their_domain():
+    # One LWS group (leader 1 pod + 3 workers) per rack of 4 nodes; 2 racks: 2 groups fit, 3 never.
+    nodes = _racks(2, 4)
+    for groups, verdict in ((2, "Fits"), (3, "NeverFits")):
+        t = TopologyRequest("lws", "required", level=RACK, exclusive=True, unit_size=1)
+        tw = TopologyRequest("lws", "required", level=RACK, exclusive=True, unit_size=3)
+        g = gang(pod_set("leader", groups, gpu=8, topology=t), pod_set("worker", 3 * groups, gpu=8, topology=tw),
+                 kind="LeaderWorkerSet")
+        d = evaluate(snapshot(nodes), g)
+        assert d.verdict == verdict, d.message
+        if verdict == "Fits":
+            rack = lambda name: name.split("-")[0]
+            lead = sorted(rack(n) for n, _ in d.placement["pod_sets"]["leader"])
+            work = sorted({rack(n) for n, _ in d.placement["pod_sets"]["worker"]})
+            assert lead == ["r0", "r1"] and work == ["r0", "r1"]
+    # One group in one rack of exactly 4 nodes: leader and workers together, never two racks.
+    t = TopologyRequest("lws", "required", level=RACK, exclusive=True, unit_size=1)
+    tw = TopologyRequest("lws", "required", level=RACK, exclusive=True, unit_size=3)
+    d = evaluate(snapshot(_racks(1, 4)), gang(pod_set("leader", 1, gpu=8, topology=t), pod_set("worker", 3, gpu=8, topology=tw),
+                                               kind="LeaderWorkerSet"))
+    assert d.verdict == "Fits"

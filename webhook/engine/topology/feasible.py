@@ -114,6 +114,11 @@ def _whole_check(w: Whole, ks, counts, slices: list[Slices], widx: int, avail=No
 def _exclusive_check(x: Exclusive, ks) -> RuleCheck:
     caps = np.stack([domain_sums(x.domains, ks[m]) for m in x.members])
     elig = caps >= np.array(x.unit, dtype=np.int64)[:, None]
+    if x.together:  # one class of units: a domain takes a group when it takes each member's part
+        both = elig.all(axis=0)
+        need, have = x.units[0], int(np.count_nonzero(both))
+        return RuleCheck(x, "exclusive", have >= need, caps, both, tuple(u * p for u, p in zip(x.units, x.unit)),
+                         need, min(have, need), tuple(range(len(x.members))) if have < need else ())
     need = sum(x.units)
     n = len(x.members)
     subsets = (itertools.chain.from_iterable(itertools.combinations(range(n), r) for r in range(1, n + 1))
@@ -207,6 +212,19 @@ def _place_restricted(avail, demands, gt: GangTopology, masks, ks, chosen: dict[
             return None
         parts[m] = subs
     for x in gt.exclusive:
+        if x.together:
+            kcaps = np.stack([domain_sums(x.domains, np.where(masks[m], ks[m], 0)) for m in x.members])
+            ok = (kcaps >= np.array(x.unit, dtype=np.int64)[:, None]).all(axis=0)
+            doms = sorted(np.flatnonzero(ok).tolist(), key=lambda d: int(kcaps[:, d].sum()))[: x.units[0]]
+            if len(doms) < x.units[0]:
+                return None
+            for j, m in enumerate(x.members):
+                subs = []
+                for d in doms:
+                    inside = masks[m] & (x.domains.ids == d)
+                    subs.append(replace(demands[m], count=x.unit[j], mask=inside, k=np.where(inside, ks[m], 0)))
+                parts[m] = subs
+            continue
         used: set[int] = set()
         order = sorted(range(len(x.members)), key=lambda j: int(np.count_nonzero(
             domain_sums(x.domains, np.where(masks[x.members[j]], ks[x.members[j]], 0)) >= x.unit[j])))
@@ -274,6 +292,17 @@ def violations(placement: dict[str, list[tuple[int, int]]], gt: GangTopology, co
             out.append(f"{s.level}: pod set {s.member}'s pods per domain {pods} are not whole slices of {s.size}")
     for x in gt.exclusive:
         owner: dict[int, int] = {}
+        if x.together:
+            per_dom: dict[int, dict[int, int]] = {}
+            for j, m in enumerate(x.members):
+                for node, c in per.get(m, []):
+                    d = int(x.domains.ids[node])
+                    per_dom.setdefault(d, {}).setdefault(j, 0)
+                    per_dom[d][j] += c
+            for d, got in per_dom.items():
+                if d < 0 or any(got.get(j, 0) != x.unit[j] for j in range(len(x.members))):
+                    out.append(f"{x.level}: domain {d} holds {got}, one group is {list(x.unit)}")
+            continue
         for j, m in enumerate(x.members):
             pods = {}
             for node, c in per.get(m, []):

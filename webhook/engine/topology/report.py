@@ -22,7 +22,8 @@ Finding data (TopologyPlacementFailed; read by ``diagnose``):
         (its name, pods of the rule's shapes it takes, nodes in it that take at least one);
     deficit_pods / deficit_nodes: what the best domain lacks;
     units_needed / units_possible / unit_pods (exclusive): units, the most that distinct domains
-        can take (Hall's condition), pods per unit;
+        can take (Hall's condition), pods per unit; together: True for LeaderWorkerSet groups
+        (a unit is a leader and its workers, over two pod sets);
     slice_size / slice_level (slices);
     gpus_free / whole_nodes_free (when "now"; the main accelerator resource, eligible nodes).
 
@@ -110,10 +111,11 @@ def rule_finding(snap: ClusterSnapshot, evals: list[PodSetEval], check: RuleChec
             data.update(gpus_free=free, whole_nodes_free=whole)
             prefix = f"{free:,} {gpu} free and {whole:,} whole node(s) free, but "
     if isinstance(rule, Exclusive):
-        per = rule.unit[0]
+        per = sum(rule.unit) if rule.together else rule.unit[0]
         data.update(units_needed=check.units_needed, units_possible=check.units_possible, unit_pods=per,
                     needed_pods=sum(check.needed), needed_nodes=sum(math.ceil(u * p / _per_node(evals, m, when))
-                                                                    for m, u, p in zip(rule.members, rule.units, rule.unit)))
+                                                                    for m, u, p in zip(rule.members, rule.units, rule.unit)),
+                    together=rule.together)
         d, pods = _best(check)
         data.update(best_domain=dom.names[d] if d >= 0 else None, best_domain_pods=pods,
                     best_domain_nodes_free=_nodes_free(dom, d, evals, members, when),

@@ -9,7 +9,8 @@
   ``domains`` (Kueue ``podset-slice-required-topology`` + ``podset-slice-size``), inside the
   domain of ``within`` (a ``Whole`` rule's index) when the pod set also has a required level.
 * ``Exclusive``: JobSet / LeaderWorkerSet exclusive topology: units of ``unit`` pods, each unit in
-  one domain, no two units of the gang (any pod set of the same level) in one domain.
+  one domain, no two units of the gang (any pod set of the same level) in one domain; for a
+  LeaderWorkerSet (``together``) unit j of the leader and of the worker pod set is one group.
 
 Level resolution (the engine's, never the adapter's; ``TopologyRequest.levels`` is ignored):
 
@@ -85,6 +86,9 @@ class Exclusive:
     domains: DomainIndex
     level: str
     source: str = TOPOLOGY_JOBSET
+    #: LeaderWorkerSet: unit j of every member is one group (leader + its workers): they share a
+    #: domain, and distinct groups do not (every member has the same number of units).
+    together: bool = False
 
 
 @dataclass
@@ -170,6 +174,21 @@ def resolve_gang(snap: ClusterSnapshot, pod_sets: Sequence[PodSet],
                  for s in gt.slices]
     for key, rows in excl.items():
         dom, level, source = excl_dom[key]
+        if source == TOPOLOGY_LWS and len(rows) > 1:
+            # A LeaderWorkerSet group spans its leader and worker pod sets: unit j of each is one
+            # group (leaderworkerset.sigs.k8s.io/exclusive-topology puts a group in a domain of its
+            # own). Unequal unit counts cannot be paired: each pod set alone (a relaxation), unproven.
+            if len({r[2] for r in rows}) == 1:
+                gt.exclusive.append(Exclusive(tuple(r[0] for r in rows), tuple(r[1] for r in rows),
+                                              tuple(r[2] for r in rows), dom, level, source, together=True))
+                continue
+            gt.exact = False
+            gt.findings.append(Finding("TopologyUnresolved", WAITS,
+                "LeaderWorkerSet exclusive topology over pod sets with different group counts: each is checked alone; "
+                "placement unproven", {"source": source, "mode": TOPOLOGY_REQUIRED, "level": level}))
+            for r in rows:
+                gt.exclusive.append(Exclusive((r[0],), (r[1],), (r[2],), dom, level, source))
+            continue
         gt.exclusive.append(Exclusive(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
                                       dom, level, source))
     if volcano and volcano_req is not None:
