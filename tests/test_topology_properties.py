@@ -454,3 +454,16 @@ def test_lws_group_leader_and_workers_share_their_domain():
     d = evaluate(snapshot(_racks(1, 4)), gang(pod_set("leader", 1, gpu=8, topology=t), pod_set("worker", 3, gpu=8, topology=tw),
                                                kind="LeaderWorkerSet"))
     assert d.verdict == "Fits"
+
+
+def test_jobset_exclusive_now_skips_racks_holding_another_jobsets_child_job():
+    nodes = _racks(3, 2)
+    other = pod("other-0", "r0-n0", gpu=1, labels={"jobset.sigs.k8s.io/job-key": "abc"}, gang="JobSet/default/other")
+    t = TopologyRequest("jobset", "required", level=RACK, exclusive=True, unit_size=2)
+    g = gang(pod_set("w", 4, gpu=4, topology=t), kind="JobSet")
+    d = evaluate(snapshot(nodes, [other]), g)
+    assert d.verdict == "Fits"
+    assert {n.split("-")[0] for n, _ in d.placement["pod_sets"]["w"]} == {"r1", "r2"}
+    g = gang(pod_set("w", 6, gpu=4, topology=t), kind="JobSet")
+    d = evaluate(snapshot(nodes, [other]), g)  # 3 child Jobs, r0 taken by another JobSet's: wait, not never
+    assert d.verdict == "Waits" and "TopologyPlacementFailed" in d.reasons

@@ -36,7 +36,8 @@ from .podsets import PodSetEval, constraints_of, evaluate_pod_set, fmt_req, main
 from .proofs import capacity_proofs, no_packing_finding, topology_proofs, unprovable
 from .quota_check import lint_quota, quota_step
 from .snapshot import ClusterSnapshot
-from .topology import GangTopology, bounds, construct, decision_topology, resolve_gang, rule_finding, violations
+from .topology import (GangTopology, bounds, construct, decision_topology, exclusive_now, resolve_gang, rule_finding,
+                       violations)
 from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
 from .wait.provisioning import scale_up_wait
 
@@ -189,7 +190,10 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
     counts = [ev.ps.count for ev in evals]
     now_checks = None
     if hard:
-        now_checks = bounds(topo, [ev.k_now for ev in evals], counts, snap.free, [ev.shape for ev in evals])
+        now_ks = exclusive_now(snap, topo, gang.key, [ev.k_now for ev in evals])
+        now_demands = [d if k is d.k else Demand(d.name, d.shape, d.count, d.mask & (k > 0), d.max_per_node, d.weight, k)
+                       for d, k in zip(now_demands, now_ks)]
+        now_checks = bounds(topo, now_ks, counts, snap.free, [ev.shape for ev in evals])
         placed_now = construct(snap.free, now_demands, topo, now_checks)
     else:
         placed_now = place(snap.free, now_demands)

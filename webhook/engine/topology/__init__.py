@@ -8,11 +8,11 @@ TopologyPlacementFailed findings and the Decision's ``topology``. Pure: no I/O, 
 """
 
 from .domains import DomainIndex, label_domains, level_keys
-from .feasible import RuleCheck, bounds, construct, domain_sums, violations
+from .feasible import RuleCheck, bounds, construct, domain_sums, exclusive_now, violations
 from .hypernodes import allowed_domains, hypernode_nodes
 from .report import decision_topology, rule_finding
 from .resolve import Exclusive, GangTopology, Slices, Whole, resolve_gang
 
-__all__ = ["DomainIndex", "label_domains", "level_keys", "RuleCheck", "bounds", "construct", "domain_sums", "violations",
+__all__ = ["DomainIndex", "label_domains", "level_keys", "RuleCheck", "bounds", "construct", "domain_sums", "exclusive_now", "violations",
            "allowed_domains", "hypernode_nodes", "decision_topology", "rule_finding", "Exclusive", "GangTopology", "Slices",
            "Whole", "resolve_gang"]

@@ -34,7 +34,13 @@ from ..fit import Demand, place
 from .domains import DomainIndex
 from .resolve import Exclusive, GangTopology, Slices, Whole
 
-__all__ = ["domain_sums", "RuleCheck", "bounds", "construct", "violations", "MAX_HALL_SETS", "CANDIDATE_DOMAINS"]
+__all__ = ["domain_sums", "RuleCheck", "bounds", "construct", "violations", "exclusive_now", "MAX_HALL_SETS",
+           "CANDIDATE_DOMAINS", "JOBSET_JOB_KEY"]
+
+#: The label JobSet puts on every pod of a child Job (sigs.k8s.io/jobset api ``JobKey``); its
+#: exclusive placement adds a required pod anti-affinity against pods carrying another value
+#: (pkg/webhooks/pod_webhook.go ``setExclusiveAffinities``).
+JOBSET_JOB_KEY = "jobset.sigs.k8s.io/job-key"
 
 #: Hall's condition is checked over every subset of the exclusive pod sets up to this many
 #: (2ⁿ subsets); beyond, over single pod sets and the whole only (still necessary conditions).
@@ -152,6 +158,42 @@ def bounds(gt: GangTopology, ks, counts, avail: np.ndarray | None = None, shapes
                                  domain_sums(s.domains, ks[s.member]) >= s.size, (counts[s.member],)))
     for x in gt.exclusive:
         out.append(_exclusive_check(x, ks))
+    return out
+
+
+def exclusive_now(snap, gt: GangTopology, gang_key: str, ks: list[np.ndarray]) -> list[np.ndarray]:
+    """``ks`` (the "now" view) with the nodes of every domain that holds another JobSet's child
+    Job pod (a bound pod with ``JOBSET_JOB_KEY``, not of this gang) zeroed for the pod sets of a
+    JobSet exclusive rule: the anti-affinity keeps a new child Job out of such a domain. Errs
+    towards fewer domains (the JobSet priority label is not compared): only a Fits is at stake.
+    Which nodes hold such pods is a structure of the snapshot (one pass over its pods)."""
+    rules = [x for x in gt.exclusive if x.source == "jobset"]
+    if not rules:
+        return ks
+    held = snap.structure(("topology.jobset_pods",), lambda: _job_key_nodes(snap))
+    other = np.zeros(len(snap.nodes), dtype=bool)
+    for i, gangs in held.items():
+        if any(g != gang_key for g in gangs):
+            other[i] = True
+    if not other.any():
+        return ks
+    out = list(ks)
+    for x in rules:
+        busy = domain_sums(x.domains, other.astype(np.int64)) > 0
+        blocked = (x.domains.ids >= 0) & busy[np.maximum(x.domains.ids, 0)]
+        for m in x.members:
+            out[m] = np.where(blocked, 0, out[m])
+    return out
+
+
+def _job_key_nodes(snap) -> dict[int, set[str]]:
+    """Node index → the gangs of its bound pods that carry ``JOBSET_JOB_KEY``."""
+    out: dict[int, set[str]] = {}
+    for p in snap.pods:
+        if p.node_name and JOBSET_JOB_KEY in p.labels and p.phase not in ("Succeeded", "Failed"):
+            i = snap.node_index.get(p.node_name)
+            if i is not None:
+                out.setdefault(i, set()).add(p.gang or f"Pod/{p.namespace}/{p.name}")
     return out
 
 
