@@ -43,6 +43,10 @@ TARGETS_MS = {5000: 2.0, 20000: 10.0}  # p99 of the 64 × 8-GPU gang, from the i
 #: Cold p99 of the 64 × 8 gang whose rule reads node names (issue #13).
 AFFINITY_TARGETS_MS = {5000: 5.0, 20000: 10.0}
 AFFINITY_ROW = "64x8 hostname-affinity"
+#: Cold p99 of the 64 × 8 gang with Kueue TAS required rack (issue #13: 625 racks of 32 at 20k nodes).
+TAS_TARGETS_MS = {20000: 5.0}
+TAS_ROW = "64x8 rack-required"
+RACK_LABEL = "topology.example.com/rack"
 
 DAEMONS = [  # (namespace, daemonset, cpu, memory) — one pod of each on every node
     ("kube-system", "kube-proxy", "100m", "128Mi"),
@@ -103,7 +107,7 @@ def _node(rng: random.Random, i: int, n_nodes: int, rack_size: int) -> tuple[dic
         })
         cpu, mem_ki = 32, 128 * 1024 * 1024
     if rack is not None:
-        labels["topology.example.com/rack"] = f"rack-{rack:04d}"
+        labels[RACK_LABEL] = f"rack-{rack:04d}"
     spec: dict[str, Any] = {"providerID": f"aws:///{zone}/i-{i:017x}"}
     ready = "True"
     r = rng.random()
@@ -289,7 +293,8 @@ def build_objects(n_nodes: int, seed: int, rack_size: int, pods_per_node: int) -
 
 
 def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
-    from webhook.engine.model import GangRequest, NodeSelectorRequirement, NodeSelectorTerm, PodSet, Toleration
+    from webhook.engine.model import (GangRequest, NodeSelectorRequirement, NodeSelectorTerm, PodSet, Toleration,
+                                      TopologyRequest)
 
     worker_req = {"nvidia.com/gpu": 8, "cpu": 90_000, "memory": 900 * GiB}
     sel = {PRODUCT_LABEL: product}
@@ -304,6 +309,10 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
         NodeSelectorRequirement(HOSTNAME, "NotIn", tuple(first_hosts)),
     ))
     worker_aff = PodSet("Worker", 64, worker_req, required_affinity=(avoid,), tolerations=tol, max_per_node=1)
+    # Kueue TAS: every worker in one rack (podset-required-topology); the level's label alone
+    # (no Topology object in the bench cluster).
+    worker_tas = PodSet("Worker", 64, worker_req, node_selector=sel, tolerations=tol,
+                        topology=TopologyRequest("kueue", "required", level=RACK_LABEL))
 
     def g(name, *ps):
         return GangRequest(kind="PyTorchJob", api_version="kubeflow.org/v1", name=name, namespace="team-a", pod_sets=ps)
@@ -312,6 +321,7 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
         "64x8": g("llm-64x8", worker),
         "1+63x8": g("llm-master-workers", master, worker63),
         AFFINITY_ROW: g("llm-avoid-hosts", worker_aff),
+        TAS_ROW: g("llm-one-rack", worker_tas),
     }
 
 
@@ -473,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Last stdout line: {\"1000\": {\"p50_ms\", \"p99_ms\", \"snapshot_s\", \"rss_mb\"}, ...} "
-               "for the 64 × 8-GPU gang, \"affinity_p99_ms\" for the hostname-rule row (cold); rss_mb is the RSS growth of build_snapshot (dicts kept alive).",
+               "for the 64 × 8-GPU gang, \"affinity_p99_ms\" for the hostname-rule row and \"tas_p99_ms\" for the rack-required row (cold); rss_mb is the RSS growth of build_snapshot (dicts kept alive).",
     )
     p.add_argument("--sizes", default="1000,5000,20000", help="comma-separated node counts (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=200, help="timed evaluate() calls per gang (default: %(default)s)")
@@ -486,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--gc", choices=["on", "freeze", "off"], default="on",
                    help="garbage collector while timing: on (default), freeze (gc.freeze() after the build), off")
-    p.add_argument("--profile", choices=["64x8", "1+63x8", AFFINITY_ROW],
+    p.add_argument("--profile", choices=["64x8", "1+63x8", AFFINITY_ROW, TAS_ROW],
                    help="also print a cProfile of 50 cold evaluate() calls of this gang per size")
     p.add_argument("--in-process", action="store_true",
                    help="run all sizes in this process (RSS figures then include earlier sizes' leftovers)")
@@ -531,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot_s": results[s]["snapshot_s"],
             "rss_mb": results[s]["rss_mb"],
             "affinity_p99_ms": results[s]["rows"][AFFINITY_ROW]["p99_ms"],
+            "tas_p99_ms": results[s]["rows"][TAS_ROW]["p99_ms"],
         }
         for s in sizes
     }
@@ -561,7 +572,8 @@ def print_report(sizes: list[int], res: dict[int, dict], args) -> None:
     for s in sizes:
         for name, row in res[s]["rows"].items():
             tgt = ""
-            targets = TARGETS_MS if name == "64x8" else AFFINITY_TARGETS_MS if name == AFFINITY_ROW else {}
+            targets = (TARGETS_MS if name == "64x8" else AFFINITY_TARGETS_MS if name == AFFINITY_ROW
+                       else TAS_TARGETS_MS if name == TAS_ROW else {})
             if s in targets:
                 ok = row["p99_ms"] <= targets[s]
                 tgt = f"p99 ≤ {targets[s]:g} ms: {'OK' if ok else 'MISSED'}"

@@ -331,3 +331,18 @@ def test_pointer_escaping():
 def test_rfc3339():
     assert adm.rfc3339(0) == "1970-01-01T00:00:00Z"
     assert adm.rfc3339(datetime(2025, 1, 2, 3, 4, 5)) == "2025-01-02T03:04:05Z"
+
+
+def test_topology_annotation_names_the_best_domain_now_and_its_deficit():
+    from builders import gang, node, pod, pod_set, snapshot
+    from webhook.engine.model import TopologyRequest
+
+    nodes = [node(f"r{r}-n{i}", labels={"rack": f"r{r}"}) for r in range(3) for i in range(4)]
+    pods = [pod(f"p{r}", f"r{r}-n0", gpu=8) for r in range(3)]
+    g = gang(pod_set("worker", 4, gpu=8, topology=TopologyRequest("kueue", "required", level="rack")), kind="PyTorchJob")
+    d = evaluate(snapshot(nodes, pods), g)
+    ann = adm.annotations_for(d, Policy(), NOW)
+    assert ann["gangcheck.io/topology"] == "worker: best rack domain now r0 takes 3 of 4 pods, deficit 1 pod (1 node)"
+    assert ann["gangcheck.io/verdict"] == "Waits"
+    plain = evaluate(snapshot(nodes, pods), gang(pod_set("worker", 4, gpu=8), kind="PyTorchJob"))
+    assert "gangcheck.io/topology" not in adm.annotations_for(plain, Policy(), NOW)

@@ -17,7 +17,8 @@ from webhook.engine.fit import _class_table, _node_configs, _placement_of, _suff
 from webhook.engine.model import Finding, Node
 from webhook.engine.options import EngineOptions, all_or_nothing, is_gpu_resource
 from webhook.engine.podsets import evaluate_pod_set
-from webhook.engine.proofs import _gang_nodes, _largest_domain_pods
+from webhook.engine.proofs import _gang_nodes
+from webhook.engine.topology import domain_sums, label_domains
 from webhook.engine.snapshot import (
     DEFAULT_MAX_PODS, _ever_alloc, _node_resource_names, _pods_by_node, _repairable_devices, _resource_matrices,
 )
@@ -121,7 +122,7 @@ def test_largest_domain_and_gang_nodes():
                      Node("d", labels={"zone": "z2"})])
     ev = evaluate_pod_set(snap, pod_set("w", 5, gpu=4, required_topology="zone"), None, None, EngineOptions())
     # 2 pods of 4 GPUs per 8-GPU node: z1 holds 4, z2 2 (d reports no capacity).
-    assert _largest_domain_pods(snap, ev) == 4
+    assert domain_sums(label_domains(snap, ("zone",)), ev.k_ever).max() == 4
     assert _gang_nodes(snap, [ev]) is None  # d is eligible and of unknown capacity
     # The nodes a pod set may use are the ones its filters pass (here its selector), whatever they hold.
     snap2 = snapshot([node("a", mem_gi=10, labels={"zone": "z1"}), node("b", gpu=0, mem_gi=10, labels={"zone": "z1"}),

@@ -610,6 +610,9 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
       (``waits for repair: 8 cordoned node(s) must be uncordoned; …``); else ``unknown``
     - ``scale-up``: only when the gang needs new nodes (NeedsScaleUp): ``61 pod(s) need new
       nodes: NodePool gpu-h100 61 node(s)`` (pods where the new nodes' shape is unknown)
+    - ``topology``: only for a gang with a topology request (Decision.topology), per pod set:
+      ``worker: best topology.example.com/rack domain now r2 takes 3 of 4 pods, deficit 1 pod (1 node)``
+      (pod sets joined by ``; ``)
     - ``checked-at``: RFC 3339 UTC time ``now``
     """
     p = policy.annotation_prefix
@@ -647,7 +650,23 @@ def annotations_for(decision: Decision, policy: Policy, now: datetime | float) -
     scale = _scale_up_text(decision)
     if scale:
         out[p + "scale-up"] = scale
+    topo = _topology_text(decision)
+    if topo:
+        out[p + "topology"] = topo
     return out
+
+
+def _topology_text(decision: Decision) -> str | None:
+    """The ``topology`` annotation from ``Decision.topology`` (see ``annotations_for``), or None."""
+    parts = []
+    for name, row in (getattr(decision, "topology", None) or {}).items():
+        if not isinstance(row, dict) or row.get("best_domain") is None:
+            continue
+        deficit = int(row.get("deficit_pods") or 0)
+        nodes = int(row.get("deficit_nodes") or 0)
+        parts.append(f"{name}: best {row.get('level')} domain now {row['best_domain']} takes {row.get('best_domain_pods')} "
+                     f"of {row.get('needed_pods')} pods, deficit {plural(deficit, 'pod')} ({plural(nodes, 'node')})")
+    return "; ".join(parts) or None
 
 
 def _scale_up_text(decision: Decision) -> str | None:

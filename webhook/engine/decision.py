@@ -31,6 +31,10 @@ class Decision:
         placement: pod set → [[node, pods], ...] proving Fits (now) or feasibility (ever).
         expected_wait: ``WaitEstimate.as_dict()`` (seconds) for a Waits verdict when the caller
             gave the time; None otherwise.
+        topology: pod set → its topology request and the best domain now (source, mode, level,
+            domains, needed_pods, best_domain, best_domain_pods, best_domain_nodes_free,
+            deficit_pods, deficit_nodes; ``engine.topology.report``), for pod sets with a topology
+            request; None when none has one.
     """
 
     verdict: str
@@ -44,6 +48,7 @@ class Decision:
     fragmentation: dict[str, Any] | None = None
     placement: dict[str, Any] = field(default_factory=dict)
     expected_wait: dict[str, Any] | None = None
+    topology: dict[str, Any] | None = None
 
     @property
     def allowed(self) -> bool:
@@ -68,4 +73,5 @@ class Decision:
             "fragmentation": self.fragmentation,
             "placement": self.placement,
             "expected_wait": self.expected_wait,
+            "topology": self.topology,
         }

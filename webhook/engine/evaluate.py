@@ -33,9 +33,11 @@ from .model import Finding, GangRequest
 from .node_report import fragmentation, node_report
 from .options import DEFAULT_GPU_RESOURCES, EngineOptions, all_or_nothing
 from .podsets import PodSetEval, constraints_of, evaluate_pod_set, fmt_req, main_gpu, primary_pod_set, same_shape_pods
-from .proofs import capacity_proofs, no_packing_finding, unprovable
+from .proofs import capacity_proofs, no_packing_finding, topology_proofs, unprovable
 from .quota_check import lint_quota, quota_step
 from .snapshot import ClusterSnapshot
+from .topology import (GangTopology, bounds, construct, decision_topology, exclusive_now, resolve_gang, rule_finding,
+                       violations)
 from .wait import RuntimeHistory, estimate_wait, gang_priority, gangs_ahead
 from .wait.provisioning import scale_up_wait
 
@@ -79,14 +81,19 @@ def evaluate(
         for ps in pod_sets
     ]
     first_capacity = len(findings)
+    topo = resolve_gang(snap, [ev.ps for ev in evals], quota.candidate_flavors if quota else None) if evals else None
+    if topo is not None:
+        findings.extend(topo.findings)
     if not snap.nodes:
         findings.append(Finding("NoNodes", WAITS, "the cluster data holds no nodes; capacity not checked"))
     elif evals:
         capacity_proofs(snap, gang, evals, options, findings)
+        if topo is not None and topo.hard and not any(f.severity == NEVER_FITS for f in findings):
+            topology_proofs(snap, gang, evals, topo, options, findings)
     never = any(f.severity == NEVER_FITS for f in findings)
     placed_now, placement = None, {}
     if evals and not never and snap.nodes:
-        placed_now, placement, never = _placement_step(snap, gang, evals, options, findings)
+        placed_now, placement, never = _placement_step(snap, gang, evals, options, findings, topo)
     sources = effective_sources(snap, options) if evals else ()
     if sources:
         def cons():
@@ -105,6 +112,13 @@ def evaluate(
     main_ev = next((e for e in evals if e.ps is main), None)
     nodes = node_report(snap, main_ev) if main_ev else {"total": len(snap.nodes), "eligible": 0, "fit_now": 0, "fit_ever": 0, "reasons": {}, "summary": ""}
     frag = fragmentation(snap, main_ev, options, same_shape_pods(pod_sets, main)) if main_ev else None
+    topology = decision_topology(evals, topo) if topo is not None and snap.nodes else None
+    if frag is not None and topology and main is not None and topo.hard:
+        # Under a required topology the main pod set's deficit is its best domain's, not the
+        # cluster's: "deficit 0" while no domain can hold the pods would hide the cause.
+        row = topology.get(main.name) or {}
+        if isinstance(row.get("deficit_pods"), int) and row["deficit_pods"] > frag["deficit"]:
+            frag = dict(frag, deficit=row["deficit_pods"], deficit_level=row.get("level"))
     message = decision_message(gang, verdict, findings, nodes, frag)
     warnings = [short_warning(f.message) for f in findings if f.severity in (WAITS, "Info")]
     expected = None
@@ -115,7 +129,7 @@ def evaluate(
         if scale is not None:  # new nodes: the wait is their provisioning time, unless running work ends sooner
             expected = scale_up_wait(snap, options, expected, scale.data)
     return Decision(verdict, reasons, message, warnings, findings, _gang_info(gang, options), nodes,
-                    quota.report if quota else None, frag, placement, expected)
+                    quota.report if quota else None, frag, placement, expected, topology)
 
 
 def _verdict(never: bool, findings: list[Finding], unplaced: bool) -> str:
@@ -158,25 +172,44 @@ def _demands(evals: list[PodSetEval], options: EngineOptions, key: str) -> list[
 
 
 def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], options: EngineOptions,
-                    findings: list[Finding]) -> tuple[dict | None, dict[str, Any], bool]:
+                    findings: list[Finding], topo: GangTopology | None = None) -> tuple[dict | None, dict[str, Any], bool]:
     """Look for a placement now and on the repaired empty cluster: greedy first, then the
     exhaustive search. Adds ExceedsClusterCapacity (a failed exhaustive search that proves it),
-    PlacementUnproven, and the now findings when nothing fits now.
+    PlacementUnproven, the topology finding now (TopologyPlacementFailed, Waits) and the now
+    findings when nothing fits now. Under topology rules (``topo`` with a hard rule) every
+    placement is built domain by domain (``topology.construct``) or checked
+    (``topology.violations``); the exhaustive search keeps only the "all pods in one domain"
+    part of the rules (a relaxation: its "none" stays a proof).
 
     Returns (placement now by demand index or None, the Decision's ``placement``, NeverFits proved).
     """
     never = False
     placement: dict[str, Any] = {}
-    placed_now = place(snap.free, _demands(evals, options, "now"))
-    topo = [ev.ps for ev in evals if ev.ps.required_topology]
-    domains = _topology_domains(snap, evals) if topo else None
-    if topo and placed_now is not None:
-        placed_now = _check_topology(snap, evals, placed_now)
+    hard = topo is not None and topo.hard
+    now_demands = _demands(evals, options, "now")
+    counts = [ev.ps.count for ev in evals]
+    now_checks = None
+    if hard:
+        now_ks = exclusive_now(snap, topo, gang.key, [ev.k_now for ev in evals])
+        now_demands = [d if k is d.k else Demand(d.name, d.shape, d.count, d.mask & (k > 0), d.max_per_node, d.weight, k)
+                       for d, k in zip(now_demands, now_ks)]
+        now_checks = bounds(topo, now_ks, counts, snap.free, [ev.shape for ev in evals])
+        placed_now = construct(snap.free, now_demands, topo, now_checks)
+    else:
+        placed_now = place(snap.free, now_demands)
     # A placement now is one on the repaired empty cluster too (free ≤ ever_alloc and the
     # now filters are stricter), so the second search runs only when the first fails.
-    ever_place = placed_now if placed_now is not None else place(snap.ever_alloc, _demands(evals, options, "ever"))
-    if topo and ever_place is not None and placed_now is None:
-        ever_place = _check_topology(snap, evals, ever_place)
+    if placed_now is not None:
+        ever_place = placed_now
+    elif hard:
+        ever_place = construct(snap.ever_alloc, _demands(evals, options, "ever"), topo)
+    else:
+        ever_place = place(snap.ever_alloc, _demands(evals, options, "ever"))
+    domains, groups = _search_topology(topo) if hard else (None, None)
+
+    def valid(found):
+        return found if found is None or not hard or not violations(found, topo, counts) else None
+
     # The greedy passes prove nothing when they fail: an exhaustive search, bounded by
     # SEARCH_BUDGET steps shared by its "ever" and "now" runs, settles small instances
     # (fit.search: at most SEARCH_MAX_PODS pods over SEARCH_MAX_CLASSES node classes).
@@ -185,10 +218,12 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
     gang_whole = all_or_nothing(gang, options)
     why, budget = None, SEARCH_BUDGET
     if ever_place is None and gang_whole:
-        found = search(snap.ever_alloc, _demands(evals, options, "ever"), topology=domains, budget=budget)
+        found = search(snap.ever_alloc, _demands(evals, options, "ever"), topology=domains, groups=groups, budget=budget)
         budget -= found.steps
         if found.status == FOUND:
-            ever_place = found.placement
+            ever_place = valid(found.placement)
+            if ever_place is None:
+                why = "the placements found break a slice or exclusive-topology rule"
         elif found.status == NONE:
             why = unprovable(snap, gang, evals)
             if why is None:
@@ -197,8 +232,8 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
         else:
             why = f"too large for the exhaustive search ({SEARCH_BUDGET} steps)"
     if not never and placed_now is None and budget > 0:
-        found_now = search(snap.free, _demands(evals, options, "now"), topology=domains, budget=budget)
-        if found_now.status == FOUND:
+        found_now = search(snap.free, now_demands, topology=domains, groups=groups, budget=budget)
+        if found_now.status == FOUND and valid(found_now.placement) is not None:
             placed_now = found_now.placement
             ever_place = ever_place or placed_now
     if not never and ever_place is None and placed_now is None and gang_whole:
@@ -212,8 +247,30 @@ def _placement_step(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSet
             "pod_sets": {evals[int(k)].ps.name: [[snap.nodes[n].name, c] for n, c in v] for k, v in chosen.items()},
         }
     if placed_now is None and not never:
+        if now_checks is not None:
+            failed = next((c for c in now_checks if not c.ok), None)
+            if failed is not None:
+                findings.append(rule_finding(snap, evals, failed, "now", WAITS, options))
         now_findings(snap, gang, evals, options, findings)
     return placed_now, placement, never
+
+
+def _search_topology(topo: GangTopology) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+    """``fit.search``'s ``topology`` and ``groups`` from the hard Whole rules: each member's pods
+    in one domain, a rule's members in the same one (slices and exclusivity left out: the
+    search is then more permissive, and a "none" is still a proof)."""
+    domains: dict[str, np.ndarray] = {}
+    groups: dict[str, object] = {}
+    for i, w in enumerate(topo.whole):
+        if not w.hard:
+            continue
+        for m in w.members:
+            if str(m) in domains:
+                continue
+            domains[str(m)] = w.domains.ids
+            if len(w.members) > 1:
+                groups[str(m)] = i
+    return domains, groups
 
 
 def _expected_wait(snap, gang, now, eligible, history, ever=None) -> dict[str, Any]:
@@ -252,29 +309,3 @@ def expected_wait(
     ev = evaluate_pod_set(snap, main, [flavor] if flavor else None, name, options)
     expected = _expected_wait(snap, gang, now, ev.now_mask, history, ev.ever_mask) if snap.nodes else None
     return scale_up_wait(snap, options, expected, scale_up) if scale_up is not None else expected
-
-
-def _topology_domains(snap: ClusterSnapshot, evals) -> dict[str, np.ndarray]:
-    """Demand name (the pod set's index) → domain id per node for pod sets with a required
-    topology (−1 where the node lacks the label): the ``topology`` argument of ``fit.search``."""
-    out = {}
-    for i, ev in enumerate(evals):
-        key = ev.ps.required_topology
-        if not key:
-            continue
-        ids: dict[str, int] = {}
-        out[str(i)] = np.fromiter(
-            (ids.setdefault(n.labels[key], len(ids)) if key in n.labels else -1 for n in snap.nodes),
-            dtype=np.int64, count=len(snap.nodes))
-    return out
-
-
-def _check_topology(snap, evals, placed):
-    """A now-placement for pod sets with a required topology must sit in one domain."""
-    for k, chosen in placed.items():
-        ps = evals[int(k)].ps
-        if ps.required_topology:
-            domains = {snap.nodes[n].labels.get(ps.required_topology) for n, _ in chosen}
-            if len(domains) != 1 or None in domains:
-                return None
-    return placed

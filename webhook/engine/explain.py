@@ -40,7 +40,9 @@ ORDER = [
 
 
 def now_findings(snap, gang, evals, options, findings) -> None:
-    """Explain why a feasible gang cannot start now."""
+    """Explain why a feasible gang cannot start now (Fragmented is left out when a topology rule
+    is what blocks it now: a TopologyPlacementFailed finding is already in ``findings``)."""
+    topology_blocked = any(f.code == "TopologyPlacementFailed" for f in findings)
     union_now = np.zeros(len(snap.nodes), dtype=bool)
     for ev in evals:
         union_now |= ev.now_mask
@@ -55,7 +57,9 @@ def now_findings(snap, gang, evals, options, findings) -> None:
         free = int(np.maximum(snap.free[union_now, c], 0).sum()) if c is not None else 0
         main = primary_pod_set([e.ps for e in evals], options)
         ev = next(e for e in evals if e.ps is main)
-        if free >= need:
+        if free >= need and topology_blocked:
+            pass  # the domains are the cause (TopologyPlacementFailed says it), not fragmentation
+        elif free >= need:
             findings.append(Finding("Fragmented", WAITS,
                 f"fragmented: {free} {r} free, but only {int(np.count_nonzero(ev.k_now))} node(s) can take a pod of "
                 f"{format_quantity(r, main.requests.get(r, 0))} now; {same_shape_pods([e.ps for e in evals], main)} needed",
@@ -203,6 +207,13 @@ def _hint(gang: GangRequest, f: Finding) -> str:
         return " Make each pod smaller than the largest node, or add larger nodes."
     if f.code == "ResourceNotOffered":
         return " Request a resource the nodes advertise, or check the device plugin on the nodes meant to offer it."
+    if f.code == "TopologyPlacementFailed" and d.get("rule") == "exclusive":
+        return (f" Ask for at most {d.get('units_possible')} units, or use a level with more domains"
+                " (each unit needs a domain of its own).")
+    if f.code == "TopologyPlacementFailed":
+        return (f" Ask for at most {plural(d.get('best_domain_pods', 0), 'pod')} in one {d.get('level')} domain, or relax the"
+                " required topology to preferred (the pods may then spread over domains: cross-domain traffic,"
+                " possibly slower collectives).")
     if f.code == "InvalidGang":
         return " Fix the gang's minimum so it does not exceed the pods that will exist."
     return ""

@@ -198,6 +198,7 @@ def search(
     *,
     budget: int = SEARCH_BUDGET,
     topology: dict[str, np.ndarray] | None = None,
+    groups: dict[str, object] | None = None,
 ) -> SearchResult:
     """Exhaustive search for a placement of every demand (pods of one demand are interchangeable).
 
@@ -215,8 +216,10 @@ def search(
         demands: as for ``place``; ``k`` is ignored (recomputed on ``avail``).
         budget: steps allowed before giving up (``"budget"``).
         topology: demand name → int array [nodes] of topology-domain ids (−1: the node has no
-            domain): all pods of that demand must sit in one domain (Kueue's
-            podset-required-topology).
+            domain; a ``topology.DomainIndex``'s ``ids``): all pods of that demand must sit in one
+            domain (Kueue's podset-required-topology, a Volcano HyperNode).
+        groups: demand name → a group key: demands of one group (with the same ``topology``
+            ids) sit in the same domain (Kueue's podset-group-name; a Volcano gang).
 
     Returns:
         A ``SearchResult``; placements map demand name → [(node index, pods), ...].
@@ -243,8 +246,11 @@ def search(
         choices.append(vals)
     steps = [0]
     try:
+        groups = groups or {}
         for combo in itertools.product(*choices):
-            _step(steps, budget)
+            _step(steps, budget)  # a skipped combination counts too: the loop stays bounded
+            if groups and not _same_group_domain(demands, combo, groups):
+                continue
             masks = [k if v is None else np.where(topology[d.name] == v, k, 0) for d, k, v in zip(demands, ks, combo)]
             found = _search_classes(avail, demands, masks, steps, budget)
             if found is not None:
@@ -252,6 +258,18 @@ def search(
     except _OutOfBudget:
         return SearchResult(BUDGET, None, steps[0])
     return SearchResult(NONE, None, steps[0])
+
+
+def _same_group_domain(demands, combo, groups) -> bool:
+    """Demands of one group chose one domain."""
+    seen: dict[object, int | None] = {}
+    for d, v in zip(demands, combo):
+        g = groups.get(d.name)
+        if g is None:
+            continue
+        if seen.setdefault(g, v) != v:
+            return False
+    return True
 
 
 def _step(steps: list[int], budget: int) -> None:

@@ -5,8 +5,9 @@ Owns the sound bounds on the *repaired, empty* cluster (DESIGN.md's verdict cont
 * per pod set (``capacity_proofs``): no eligible node (UntoleratedTaint when only taints keep
   it off, else ExceedsClusterCapacity), a resource no eligible node advertises
   (ResourceNotOffered), a pod larger than any eligible node (PodExceedsNodeCapacity), more pods
-  than the eligible nodes hold (ExceedsClusterCapacity), more than the largest required
-  topology domain holds (TopologyPlacementFailed);
+  than the eligible nodes hold (ExceedsClusterCapacity);
+* per topology rule (``topology_proofs``): no domain of the level could hold the pods, fewer
+  domains than exclusive units (TopologyPlacementFailed; the rules: ``topology.feasible``);
 * per gang: Σ requests above Σ capacity of the nodes any pod set may use (ExceedsClusterCapacity);
 * after an exhaustive search found no placement (``fit.search``): ``unprovable`` says why that
   is no proof (assumed shapes, nodes of unknown capacity, MIG in flux), else
@@ -32,8 +33,9 @@ from .options import EngineOptions, all_or_nothing
 from .podsets import PodSetEval, constraints_of, fmt_req, main_gpu, sample_names, stat_of
 from .quantity import format_quantity
 from .snapshot import ClusterSnapshot
+from .topology import GangTopology, bounds, rule_finding
 
-__all__ = ["capacity_proofs", "unprovable", "no_packing_finding", "untolerated_taints", "taints_text"]
+__all__ = ["capacity_proofs", "topology_proofs", "unprovable", "no_packing_finding", "untolerated_taints", "taints_text"]
 
 
 def capacity_proofs(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], options: EngineOptions,
@@ -77,7 +79,7 @@ def _pod_set_bounds(snap: ClusterSnapshot, ev: PodSetEval, gang_whole: bool, opt
         sev = WAITS
     n_elig = stat_of(ev, "n_elig", lambda: int(np.count_nonzero(ev.ever_mask)))
     cap_ever = stat_of(ev, "cap_ever", lambda: int(ev.k_ever.sum()))
-    if n_elig and cap_ever >= ps.count and not ps.required_topology and not ev.shape.missing:
+    if n_elig and cap_ever >= ps.count and not ev.shape.missing:
         return  # no per-pod-set bound can fire (the common case): skip the message text
     label = f"pod set {ps.name} ({ps.count} × {fmt_req(ps.requests, options)}{'' if ps.exact_shape else ', an assumed shape'})"
     if n_elig == 0:
@@ -96,12 +98,6 @@ def _pod_set_bounds(snap: ClusterSnapshot, ev: PodSetEval, gang_whole: bool, opt
             + (f"; {taints_text(taints, options)}" if taints else ""),
             {"pod_set": ps.name, "eligible_nodes": n_elig, "pods_needed": ps.count, "pods_possible": cap_ever,
              "taints": [{"taint": t, "nodes": n} for t, n in taints]}))
-    elif ps.required_topology and gang_whole:
-        best = _largest_domain_pods(snap, ev)
-        if best < ps.count:
-            findings.append(Finding("TopologyPlacementFailed", sev,
-                f"{label}: needs one {ps.required_topology} domain; the largest holds {best} such pods",
-                {"pod_set": ps.name, "topology": ps.required_topology, "largest_domain_pods": best}))
 
 
 def _no_eligible_node(snap: ClusterSnapshot, ps: PodSet, label: str, sev: str, options: EngineOptions) -> Finding:
@@ -147,14 +143,19 @@ def _pod_too_large(snap: ClusterSnapshot, ev: PodSetEval, label: str, sev: str) 
         {"pod_set": ps.name, "short": [{"resource": r, "request": v, "largest": m} for r, v, m in short]})
 
 
-def _largest_domain_pods(snap: ClusterSnapshot, ev: PodSetEval) -> int:
-    """Pods of the pod set the largest domain of its required topology holds on the empty cluster."""
-    domains: dict[str, int] = {}
-    for i in np.flatnonzero(ev.k_ever):
-        v = snap.nodes[int(i)].labels.get(ev.ps.required_topology)
-        if v is not None:
-            domains[v] = domains.get(v, 0) + int(ev.k_ever[i])
-    return max(domains.values(), default=0)
+def topology_proofs(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], topo: GangTopology,
+                    options: EngineOptions, findings: list[Finding]) -> None:
+    """TopologyPlacementFailed for the first hard topology rule no domain of the repaired empty
+    cluster satisfies (``topology.bounds`` on ``k_ever``): NeverFits for an all-or-nothing gang
+    of stated shapes on nodes of known capacity (``unprovable`` is None), else Waits. Its data
+    keys: ``topology.report``'s docstring."""
+    checks = bounds(topo, [ev.k_ever for ev in evals], [ev.ps.count for ev in evals], snap.ever_alloc,
+                    [ev.shape for ev in evals])
+    failed = next((c for c in checks if not c.ok), None)
+    if failed is None:
+        return
+    sev = NEVER_FITS if all_or_nothing(gang, options) and unprovable(snap, gang, evals) is None else WAITS
+    findings.append(rule_finding(snap, evals, failed, "ever", sev, options))
 
 
 def _gang_total_bound(snap: ClusterSnapshot, gang: GangRequest, evals: list[PodSetEval], options: EngineOptions,
@@ -208,7 +209,13 @@ def _gang_nodes(snap: ClusterSnapshot, evals: list[PodSetEval]) -> tuple[np.ndar
 def _column_sums(snap: ClusterSnapshot, mask: np.ndarray) -> list[int | float]:
     """Σ ``ever_alloc`` over the nodes in ``mask``, per resource column (inf past 2⁶²: the
     float64 sum is checked first, since an int64 sum of absurd quantities could wrap around)."""
-    sub = snap.ever_alloc[mask]
+    alloc = snap.ever_alloc
+    # Fast path: when no column can reach 2⁶² even over every node (the column maxima are a
+    # structure of the snapshot), one integer mat-vec product is exact.
+    top = snap.structure(("proofs.ever_alloc_max",), lambda: np.abs(alloc).max(axis=0) if len(alloc) else np.zeros(alloc.shape[1], dtype=np.int64))
+    if len(alloc) and float(np.max(top, initial=0)) * len(alloc) < 2.0**62:
+        return [int(e) for e in mask.astype(np.int64) @ alloc]
+    sub = alloc[mask]
     exact = sub.sum(axis=0)
     approx = sub.sum(axis=0, dtype=np.float64)
     return [int(e) if float(a) < 2.0**62 else float("inf") for e, a in zip(exact, approx)]

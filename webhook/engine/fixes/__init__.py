@@ -37,6 +37,7 @@ This package's public face; one concern per module:
   (running totals), ``bundles`` (per-node candidates), ``local`` (node-local knapsack).
 - ``consolidation`` (move / preempt fixes), ``repair``, ``quota_fixes``, ``scale_fixes`` (the
   autoscalers': raise a NodePool's limits, widen its requirements, tolerate its taint),
+  ``topology_fixes`` (relax a required topology, free the domain closest to fitting),
   ``commands`` (kubectl).
 - ``compute``: ``compute_fixes``, which tries them all and ranks them.
 

@@ -1,7 +1,7 @@
 """``compute_fixes``: every applicable fix for a gang that Waits, ranked (``rank_fixes``).
 
 Zero-displacement fixes first (repair broken nodes, release orphan reservations, borrow or
-raise quota, change a selector, shrink the gang, wait, widen a NodePool or tolerate its taint,
+raise quota, change a selector, relax a required topology, shrink the gang, wait, widen a NodePool or tolerate its taint,
 raise an autoscaler's limit, add nodes), then fixes that displace running work
 (``consolidation``). Owns which fixes are tried and the four simple ones built
 here (change-selector, shrink, wait, add-nodes); the others come from their modules.
@@ -25,6 +25,7 @@ from .quota_fixes import _quota_fixes
 from .ranking import Fix, rank_fixes
 from .repair import _repair_fix
 from .scale_fixes import SCALE_CODES, scale_fixes
+from .topology_fixes import relax_fix, topology_fixes
 from .units import SYSTEM_PRIORITY
 from .view import GangView, gang_view, is_gpu_name
 
@@ -76,9 +77,15 @@ def compute_fixes(
         [] for a gang that Fits or NeverFits (nothing to fix by displacement; a NeverFits gang
         must change itself — see the decision's message), except the autoscaler fixes
         (``scale_fixes``) for a NeverFits that only the autoscalers' limits or requirements
-        stand behind (``SCALE_CODES``); else the ranked fixes.
+        stand behind (``SCALE_CODES``) and relax-topology for a NeverFits a required topology
+        rule proves (TopologyPlacementFailed); else the ranked fixes, the topology ones
+        (``topology_fixes``: relax-topology, the closest domain freed) included.
     """
     if decision.verdict == NEVER_FITS:
+        if any(f.code == "TopologyPlacementFailed" and f.severity == NEVER_FITS for f in decision.findings):
+            # Only the required topology stands behind the proof: relaxing it is the change.
+            relax = relax_fix(snap, gang, decision, view or gang_view(snap, gang, decision, options))
+            return [relax] if relax is not None else []
         if not any(f.code in SCALE_CODES for f in decision.findings):
             return []
         # Only the autoscalers' configuration stands behind the proof: raising a limit or
@@ -100,6 +107,7 @@ def compute_fixes(
                 fixes.append(fix)
         fixes.extend(scale_fixes(snap, gang, decision, view, options))
         fixes.extend(_displacing_fixes(snap, gang, view, now, options, rep, repaired_names, repaired_mask))
+    fixes.extend(topology_fixes(snap, gang, decision, view, now, options))
     return rank_fixes(fixes)
 
 

@@ -24,7 +24,7 @@ __all__ = ["ACTION_RANK", "Victim", "Fix", "rank_fixes"]
 
 ACTION_RANK = {
     "repair": 0, "release-reservations": 1, "lower-quota": 2, "borrow-quota": 3, "raise-quota": 4,
-    "change-selector": 5, "shrink": 6, "wait": 7,
+    "change-selector": 5, "relax-topology": 5.5, "shrink": 6, "wait": 7,
     # the autoscalers' (#16): they evict no one, but a widened pool or a raised limit adds nodes (cost)
     "widen-nodepool": 8, "tolerate-taint": 9, "raise-scale-limit": 10,
     "add-nodes": 11,
@@ -57,7 +57,7 @@ class Fix:
 
     Attributes:
         action: repair, release-reservations, lower-quota, borrow-quota, raise-quota,
-            change-selector, shrink, wait, widen-nodepool, tolerate-taint, raise-scale-limit,
+            change-selector, relax-topology, shrink, wait, widen-nodepool, tolerate-taint, raise-scale-limit,
             add-nodes, move, preempt, repair+move, repair+preempt.
         summary: one sentence a person acts on.
         displaced_pods / displaced_gpus: running pods and GPUs the fix evicts.
