@@ -694,13 +694,16 @@ class HyperNodeMember:
     """One ``spec.members[]`` entry of a Volcano HyperNode (topology.volcano.sh/v1alpha1).
 
     ``kind``: "Node" or "HyperNode". Exactly one selector is set: ``exact`` (a name),
-    ``regex`` (a Go RE2 pattern matched against whole names), or ``labels`` (matchLabels pairs; Node
-    members only)."""
+    ``regex`` (a Go RE2 pattern; Volcano matches it with ``regexp.MatchString``, i.e. anywhere in
+    the name unless anchored, pkg/scheduler/api/hyper_node_info.go ``GetMembers``), or ``labels``
+    / ``expressions`` (the labelMatch selector's matchLabels pairs and matchExpressions
+    ``(key, operator, values)`` as in ``LabelSelector``, all of them must hold; Node members only)."""
 
     kind: str
     exact: str | None = None
     regex: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
