@@ -222,7 +222,7 @@ def kueue_request(annotations: Mapping[str, Any], field: str, count: int | None 
     s_level, s_size, layers, group = vals[KUEUE_SLICE_REQUIRED], vals[KUEUE_SLICE_SIZE], vals[KUEUE_SLICE_CONSTRAINTS], vals[KUEUE_GROUP]
     if sum(v is not None for v in (req, pref, unc)) > 1:
         refuse(KUEUE_REQUIRED if req is not None else KUEUE_PREFERRED,
-               f"must not set more than one of {KUEUE_REQUIRED}, {KUEUE_PREFERRED}, {KUEUE_UNCONSTRAINED} (Kueue's webhook refuses it)")
+               f"must not set more than one of {KUEUE_REQUIRED}, {KUEUE_PREFERRED}, {KUEUE_UNCONSTRAINED}")
     for key, v in ((KUEUE_REQUIRED, req), (KUEUE_PREFERRED, pref), (KUEUE_SLICE_REQUIRED, s_level)):
         if v is not None and (err := label_name_error(v)):
             refuse(key, err)
