@@ -426,3 +426,16 @@ def test_adapting_does_not_change_the_object():
     before = copy.deepcopy(obj)
     adapt(obj)
     assert obj == before
+
+
+def test_required_topology_is_not_one_domain_for_several_exclusive_child_jobs():
+    # JobSet: 3 child Jobs of 2 pods, each in a rack of its own — not all 6 pods in one rack
+    g = adapt(jobset(rj("a", 3, 2), labels={}, annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": RACK}))
+    assert g.pod_sets[0].required_topology is None and g.pod_sets[0].topology.level == RACK
+    # one child Job: its pods do share one rack
+    g = adapt(jobset(rj("a", 1, 2), labels={}, annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": RACK}))
+    assert g.pod_sets[0].required_topology == RACK
+    # an LWS gang is one group: every pod set of it in one domain
+    g = adapt(lws(annotations={"leaderworkerset.sigs.k8s.io/exclusive-topology": RACK}))
+    assert [p.required_topology for p in g.pod_sets] == [RACK, RACK]
+    assert adapt(job({K + "podset-required-topology": RACK})).pod_sets[0].required_topology == RACK
