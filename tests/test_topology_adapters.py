@@ -439,3 +439,12 @@ def test_required_topology_is_not_one_domain_for_several_exclusive_child_jobs():
     g = adapt(lws(annotations={"leaderworkerset.sigs.k8s.io/exclusive-topology": RACK}))
     assert [p.required_topology for p in g.pod_sets] == [RACK, RACK]
     assert adapt(job({K + "podset-required-topology": RACK})).pod_sets[0].required_topology == RACK
+
+
+def test_kueue_annotations_on_a_kind_kueue_does_not_manage():
+    obj = vcjob()
+    obj["metadata"]["labels"] = dict(QUEUE)
+    obj["spec"]["tasks"][0]["template"]["metadata"] = {"annotations": {K + "podset-required-topology": RACK}}
+    g = adapt(obj)
+    assert g.pod_sets[0].topology is None
+    assert codes(g) == [("TopologyNotEnforced", "Info")] and "does not manage Job objects of batch.volcano.sh" in g.findings[0].message

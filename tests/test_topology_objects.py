@@ -162,3 +162,39 @@ def test_gangcheck_dump_writes_and_reads_back_the_topology_objects(tmp_path, cap
     assert dict(snap.topology.kueue) == {"default": (BLOCK, RACK)}
     assert dict(snap.topology.kai) == {"cluster-topology": (BLOCK, RACK)}
     assert set(snap.topology.hypernodes) == {"s0"}
+
+
+def test_the_live_cache_lists_and_watches_the_topology_objects():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_cache import WAIT, wait_for  # noqa: F401
+    from scripted_apiserver import ScriptedAPIServer, make_node
+    from kubernetes import client
+    from webhook.cache import LiveCache
+
+    srv = ScriptedAPIServer().start()
+    cache = None
+    try:
+        srv.load([make_node("n0"), kueue_topology(version="v1beta1"), kai_topology(),
+                  hypernode("s0", 1, member(exactMatch={"name": "n0"}))])
+        cfg = client.Configuration()
+        cfg.host = srv.url
+        cache = LiveCache(client.ApiClient(cfg), backoff_base_s=0.02, backoff_max_s=0.2, rebuild_interval_s=0.05,
+                          freeze_gc=False, crd_recheck_s=3600).start()
+        assert cache.wait_ready(WAIT)
+        snap = cache.snapshot()
+        assert dict(snap.topology.kueue) == {"default": (BLOCK, RACK, HOST)}
+        assert dict(snap.topology.kai) == {"cluster-topology": (BLOCK, RACK)}
+        assert set(snap.topology.hypernodes) == {"s0"}
+        st = cache.status()["informers"]
+        assert st["kueue.topologies"]["objects"] == 1 and st["volcano.hypernodes"]["objects"] == 1
+        # a watched change reaches the snapshot
+        srv.upsert(hypernode("s1", 2, member("HyperNode", exactMatch={"name": "s0"})))
+        wait_for(lambda: "s1" in cache.snapshot().topology.hypernodes, what="HyperNode s1 in the snapshot")
+        assert cache.snapshot().topology.hypernodes["s1"].tier == 2
+    finally:
+        if cache is not None:
+            cache.stop()
+        srv.stop()

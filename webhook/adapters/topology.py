@@ -105,6 +105,12 @@ KAI_SCHEDULER = "kai-scheduler"
 INVALID = "InvalidTopologyRequest"
 NOT_ENFORCED = "TopologyNotEnforced"
 
+#: (API group, kind) of the workloads Kueue integrates among the kinds gangcheck reads (kueue
+#: v0.17.0 pkg/controller/jobs: job, jobset, kubeflow pytorchjob and mpijob, leaderworkerset,
+#: raycluster, rayjob, pod): on any other kind (a Volcano Job) Kueue's annotations change nothing.
+_KUEUE_KINDS = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet"), ("kubeflow.org", "PyTorchJob"),
+                          ("kubeflow.org", "MPIJob"), ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+                          ("ray.io", "RayCluster"), ("ray.io", "RayJob"), ("", "Pod")})
 #: Kinds whose Kueue webhook checks pod-set groups (``ValidatePodSetGroupingTopology`` callers).
 _GROUPED_KINDS = frozenset({"JobSet", "LeaderWorkerSet", "MPIJob", "RayCluster", "RayJob"})
 #: The most layers the multi-layer slice annotation may have (``errTopologyConstraintsLayerCount``).
@@ -522,15 +528,18 @@ def finish_gang(gang: GangRequest, problems: list[_Problem]) -> GangRequest:
 
     With a Kueue queue: every collected problem is an ``InvalidTopologyRequest`` (NeverFits: Kueue's
     webhook refuses the object), and so is a pod-set group Kueue refuses (JobSet, LWS, MPIJob,
-    RayCluster, RayJob). Without one Kueue does not manage the workload: its requests are dropped
-    and one ``TopologyNotEnforced`` finding names the annotations.
+    RayCluster, RayJob). Without one, or on a kind Kueue does not integrate (a Volcano Job), Kueue
+    does not manage the workload: its requests are dropped and one ``TopologyNotEnforced`` finding
+    names the annotations.
     """
     kueue_sets = [ps for ps in gang.pod_sets if ps.topology is not None and ps.topology.source == TOPOLOGY_KUEUE]
     if not problems and not kueue_sets:
         return gang
     findings: list[Finding] = []
     pod_sets = gang.pod_sets
-    if gang.queue_name:
+    group = gang.api_version.rsplit("/", 1)[0] if "/" in gang.api_version else ""
+    managed = (group, gang.kind) in _KUEUE_KINDS
+    if gang.queue_name and managed:
         for p in problems:
             findings.append(Finding(INVALID, "NeverFits", f"{p.field}: {p.message} (Kueue's webhook refuses the object)",
                                     {"source": TOPOLOGY_KUEUE, "field": p.field, "reason": p.message,
@@ -540,7 +549,9 @@ def finish_gang(gang: GangRequest, problems: list[_Problem]) -> GangRequest:
     else:
         fields = [ps.topology.field for ps in kueue_sets] + [p.field for p in problems]
         reason = ("the workload has no kueue.x-k8s.io/queue-name label: Kueue does not place it, so its "
-                  "topology annotations are not checked")
+                  "topology annotations are not checked") if managed else (
+                  f"Kueue does not manage {gang.kind} objects of {group or 'core'}: its topology annotations "
+                  "are not checked")
         findings.append(Finding(NOT_ENFORCED, "Info", f"{fields[0]}: {reason}",
                                 {"source": TOPOLOGY_KUEUE, "field": fields[0], "fields": fields, "reason": reason}))
         pod_sets = tuple(replace(ps, topology=None) if ps.topology is not None and ps.topology.source == TOPOLOGY_KUEUE
