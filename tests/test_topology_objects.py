@@ -102,9 +102,9 @@ def test_topology_errors_name_the_field(spec, field, words):
     ({"tier": 1, "members": [member(regexMatch={"pattern": "(["})]}, "spec.members[0].selector.regexMatch.pattern", "not a regular expression"),
     ({"tier": 1, "members": [member(regexMatch={"pattern": "a" * 2000})]}, "spec.members[0].selector.regexMatch.pattern", "at most 1024"),
     ({"tier": 1, "members": [member(labelMatch={"matchExpressions": [{"key": RACK, "operator": "Near"}]})]},
-     "spec.members[0].selector.labelMatch.matchExpressions[0].operator", "In|NotIn"),
+     "spec.members[0].selector.labelMatch.matchExpressions[0].operator", "expected one of In, NotIn"),
     ({"tier": 1, "members": [member(labelMatch={"matchExpressions": [{"key": RACK, "operator": "In"}]})]},
-     "spec.members[0].selector.labelMatch.matchExpressions[0].values", "needs values"),
+     "spec.members[0].selector.labelMatch.matchExpressions[0].values", "needs at least one value"),
     ({"tier": 1, "members": [member(labelMatch={"matchLabels": ["r"]})]}, "spec.members[0].selector.labelMatch.matchLabels", "mapping"),
 ])
 def test_hypernode_errors_name_the_field(spec, field, words):

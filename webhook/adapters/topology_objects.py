@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.model import HyperNode, HyperNodeMember
+from .disruption import label_selector
 from .errors import AdapterError
 from .meta import object_name, object_ref
 from .podspec import as_int, list_of, mapping
@@ -37,7 +38,6 @@ VOLCANO_TOPOLOGY = "topology.volcano.sh"
 HOSTNAME = "kubernetes.io/hostname"
 #: A Topology's most levels (the CRDs' MaxItems).
 MAX_LEVELS = 16
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def topology_levels_from_k8s(obj: Mapping) -> tuple[str, tuple[str, ...]]:
@@ -75,25 +75,6 @@ def _string(value: Any, field: str) -> str:
     return value
 
 
-def _label_selector(sel: Mapping, field: str) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, tuple[str, ...]], ...]]:
-    """A metav1.LabelSelector → (matchLabels pairs, matchExpressions)."""
-    labels = tuple((str(k), "" if v is None else str(v)) for k, v in mapping(sel.get("matchLabels"), f"{field}.matchLabels").items())
-    exprs = []
-    for j, e in enumerate(list_of(sel.get("matchExpressions"), f"{field}.matchExpressions")):
-        ef = f"{field}.matchExpressions[{j}]"
-        e = mapping(e, ef)
-        key, op = e.get("key"), e.get("operator")
-        if not isinstance(key, str) or not key:
-            raise AdapterError("expected a non-empty key", field=f"{ef}.key")
-        if op not in _SELECTOR_OPERATORS:
-            raise AdapterError(f"expected operator In|NotIn|Exists|DoesNotExist, got {str(op)[:40]!r}", field=f"{ef}.operator")
-        values = tuple(str(v) for v in list_of(e.get("values"), f"{ef}.values"))
-        if op in ("In", "NotIn") and not values:
-            raise AdapterError(f"operator {op} needs values", field=f"{ef}.values")
-        exprs.append((key, op, values))
-    return labels, tuple(exprs)
-
-
 def _member(m: Any, field: str) -> HyperNodeMember | None:
     m = mapping(m, field)
     kind = m.get("type")
@@ -117,7 +98,8 @@ def _member(m: Any, field: str) -> HyperNodeMember | None:
         except re.error as exc:
             raise AdapterError(f"not a regular expression: {exc}", field=f"{sf}.pattern") from None
         return HyperNodeMember(kind, regex=pattern)
-    labels, exprs = _label_selector(body, sf)
+    sel = label_selector(body, sf)  # metav1.LabelSelector, as a PodDisruptionBudget's
+    labels, exprs = sel.match_labels, sel.expressions
     if kind != "Node" or not (labels or exprs):
         return None  # selects nothing in Volcano's scheduler (GetMembers)
     return HyperNodeMember(kind, labels=labels, expressions=exprs)
