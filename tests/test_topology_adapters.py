@@ -447,4 +447,17 @@ def test_kueue_annotations_on_a_kind_kueue_does_not_manage():
     obj["spec"]["tasks"][0]["template"]["metadata"] = {"annotations": {K + "podset-required-topology": RACK}}
     g = adapt(obj)
     assert g.pod_sets[0].topology is None
-    assert codes(g) == [("TopologyNotEnforced", "Info")] and "does not manage Job objects of batch.volcano.sh" in g.findings[0].message
+    assert codes(g) == [("TopologyNotEnforced", "Info")] and "Kueue does not manage Volcano Jobs" in g.findings[0].message
+    # and its own network topology still applies
+    obj["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    g = adapt(obj)
+    assert g.pod_sets[0].topology.source == "volcano" and codes(g) == [("TopologyNotEnforced", "Info")]
+    # a Kueue annotation Kueue would refuse, on a kind it does not manage: never a denial
+    obj["spec"]["tasks"][0]["template"]["metadata"]["annotations"][K + "podset-preferred-topology"] = RACK
+    g = adapt(obj)
+    assert all(sev == "Info" for _, sev in codes(g)) and g.pod_sets[0].topology.source == "volcano"
+
+
+def test_slice_size_against_a_pod_set_of_no_pods_proves_nothing():
+    g = adapt(job({K + "podset-slice-required-topology": RACK, K + "podset-slice-size": "5"}, parallelism=0))
+    assert invalid(g) == [] and g.pod_sets[0].topology.slice_size == 5

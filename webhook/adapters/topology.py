@@ -77,7 +77,8 @@ __all__ = [
     "KUEUE_SLICE_CONSTRAINTS", "KUEUE_GROUP", "KUEUE_TAS_KEYS", "JOBSET_EXCLUSIVE", "JOBSET_NODE_SELECTOR",
     "JOBSET_NO_SCHEDULE", "LWS_EXCLUSIVE", "LWS_SUBGROUP_EXCLUSIVE", "KAI_TOPOLOGY", "KAI_REQUIRED", "KAI_PREFERRED",
     "KAI_SCHEDULER", "INVALID", "NOT_ENFORCED", "label_name_error", "collect_topology", "kueue_request",
-    "jobset_exclusive", "lws_exclusive", "volcano_network_topology", "kai_request", "finish_gang",
+    "jobset_exclusive", "lws_exclusive", "volcano_network_topology", "kai_request", "with_request", "without_kueue",
+    "no_schedule_toleration", "finish_gang",
 ]
 
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -250,7 +251,7 @@ def kueue_request(annotations: Mapping[str, Any], field: str, count: int | None 
             refuse(KUEUE_SLICE_SIZE, f"must be a numeric value, got {s_size[:40]!r}")
         elif size < 1:
             refuse(KUEUE_SLICE_SIZE, f"must be greater than or equal to 1, got {size}")
-        elif count is not None and size > count:
+        elif count and size > count:  # a pod set of 0 pods (0 replicas) proves nothing
             refuse(KUEUE_SLICE_SIZE, f"must not be greater than the pod set's count {count}, got {size}")
     if s_level is not None and s_size is None:
         refuse(KUEUE_SLICE_SIZE, f"must be set when {KUEUE_SLICE_REQUIRED} is set")
@@ -323,7 +324,7 @@ def _slice_layers(text: str, field: str, refuse, slice_set: bool, size_set: bool
     for i in range(len(parsed) - 1):
         if parsed[i][1] % parsed[i + 1][1]:
             no(f"[{i + 1}].size: must evenly divide the parent layer size {parsed[i][1]}")
-    if parsed and count is not None and parsed[0][1] > count:
+    if parsed and count and parsed[0][1] > count:
         no(f"[0].size: must not be greater than the pod set's count {count}, got {parsed[0][1]}")
     return parsed[0] if parsed and not bad else None
 
@@ -521,6 +522,19 @@ def with_request(ps: PodSet, request: TopologyRequest | None, findings: list[Fin
     findings.append(Finding(NOT_ENFORCED, "Info", f"{request.field}: {reason}",
                             {"source": request.source, "field": request.field, "reason": reason, "value": request.level}))
     return ps
+
+
+def without_kueue(pod_sets: list[PodSet], what: str, findings: list[Finding]) -> list[PodSet]:
+    """``pod_sets`` without their Kueue requests, for a kind Kueue does not integrate (``what``:
+    "Volcano Jobs"), and one ``TopologyNotEnforced`` finding naming the annotations."""
+    fields = [ps.topology.field for ps in pod_sets if ps.topology is not None and ps.topology.source == TOPOLOGY_KUEUE]
+    if not fields:
+        return pod_sets
+    reason = f"Kueue does not manage {what}: its topology annotations are not checked"
+    findings.append(Finding(NOT_ENFORCED, "Info", f"{fields[0]}: {reason}",
+                            {"source": TOPOLOGY_KUEUE, "field": fields[0], "fields": fields, "reason": reason}))
+    return [replace(ps, topology=None) if ps.topology is not None and ps.topology.source == TOPOLOGY_KUEUE else ps
+            for ps in pod_sets]
 
 
 def finish_gang(gang: GangRequest, problems: list[_Problem]) -> GangRequest:

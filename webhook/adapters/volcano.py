@@ -39,7 +39,7 @@ from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, list_of, mapping, pod_group_pod_set
 from .errors import AdapterError
 from .podspec import pod_set_from_template
-from .topology import volcano_network_topology, with_request
+from .topology import volcano_network_topology, with_request, without_kueue
 
 __all__ = ["DEFAULT_QUEUE", "adapt_volcano_job", "adapt_volcano_podgroup"]
 
@@ -159,7 +159,7 @@ def adapt_volcano_job(obj: Mapping) -> GangRequest:
     network, problem = volcano_network_topology(spec)
     if problem is not None:
         findings.append(problem)
-    pod_sets = [with_request(ps, network, findings) for ps in pod_sets]
+    pod_sets = [with_request(ps, network, findings) for ps in without_kueue(pod_sets, "Volcano Jobs", findings)]
     prio = spec.get("priorityClassName") if isinstance(spec.get("priorityClassName"), str) else None
     return build_gang(
         obj,
