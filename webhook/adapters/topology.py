@@ -270,7 +270,8 @@ def kueue_request(annotations: Mapping[str, Any], field: str, count: int | None 
         mode, level, key = TOPOLOGY_PREFERRED, pref, KUEUE_PREFERRED
     elif unc is not None:
         mode, level, key = TOPOLOGY_UNCONSTRAINED, None, KUEUE_UNCONSTRAINED
-    else:  # slices alone: Build makes a request with no level (each slice in its own domain)
+    else:  # slices alone: Kueue places them unconstrained from its highest level, each slice in one
+        # domain of the slice level (pkg/cache/scheduler/tas_flavor_snapshot.go isSliceTopologyOnlyRequest)
         mode, level, key = TOPOLOGY_UNCONSTRAINED, None, KUEUE_SLICE_REQUIRED if layers is None else KUEUE_SLICE_CONSTRAINTS
     return TopologyRequest(source=TOPOLOGY_KUEUE, mode=mode, level=level, slice_level=s_level,
                            slice_size=size if s_level is not None else None,
