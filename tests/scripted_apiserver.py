@@ -95,6 +95,9 @@ RESOURCES: dict[str, Resource] = {
         Resource("karpenter.sh", "v1", "nodepools", "NodePool", False),
         Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False),
         Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True),
+        Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False),
+        Resource("kai.scheduler", "v1alpha1", "topologies", "Topology", False),
+        Resource("topology.volcano.sh", "v1alpha1", "hypernodes", "HyperNode", False),
     )
 }
 

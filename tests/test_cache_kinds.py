@@ -41,6 +41,9 @@ def test_default_resources_are_the_tables_resource_column_in_the_documented_orde
                      "provisioningrequests", optional=True),
         ResourceSpec("autoscaler.status", "AutoscalerStatusConfigMap", "", ("v1",), "configmaps", namespace="kube-system",
                      field_selector="metadata.name=cluster-autoscaler-status", optional=True),
+        ResourceSpec("kueue.topologies", "Topology", "kueue.x-k8s.io", KUEUE, "topologies", optional=True),
+        ResourceSpec("kai.topologies", "KAITopology", "kai.scheduler", ("v1alpha1",), "topologies", optional=True),
+        ResourceSpec("volcano.hypernodes", "HyperNode", "topology.volcano.sh", ("v1alpha1",), "hypernodes", optional=True),
     )
     assert POD_FIELD_SELECTOR == DEFAULT_RESOURCES[2].field_selector
 

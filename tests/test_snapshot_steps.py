@@ -85,7 +85,8 @@ def test_contents_keep_the_last_object_of_a_key_and_count_what_they_skip():
 
 def test_every_reader_in_the_table_fills_a_collection_the_snapshot_reads():
     used = {"nodes", "flavors", "cluster_queues", "local_queues", "cohorts", "workloads", "volcano_queues", "pod_groups", "budgets",
-            "nodepools", "nodeclaims", "provisioning_requests", "ca_status"}   # the last four: snapshot.autoscaling
+            "nodepools", "nodeclaims", "provisioning_requests", "ca_status",   # these four: snapshot.autoscaling
+            "kueue_topologies", "kai_topologies", "hypernodes"}                # these three: snapshot.topology
     assert {collection for _, collection, _ in _READERS.values()} == used
     assert ("", "Pod") not in _READERS and ("scheduling.k8s.io", "PriorityClass") not in _READERS   # their own steps
 

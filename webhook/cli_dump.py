@@ -4,13 +4,15 @@ that ``--cluster FILE`` reads through the fast JSON reader (``webhook.dump``).
 What is read is exactly what the live cache lists (``webhook.cache.DEFAULT_RESOURCES``: Nodes,
 non-terminal Pods, PriorityClasses, PodDisruptionBudgets, Kueue ResourceFlavors, ClusterQueues,
 LocalQueues, Cohorts and Workloads, Volcano Queues and PodGroups, coscheduling PodGroups, Karpenter
-NodePools and NodeClaims, ProvisioningRequests, and the ConfigMap
-kube-system/cluster-autoscaler-status), with
+NodePools and NodeClaims, ProvisioningRequests, the ConfigMap
+kube-system/cluster-autoscaler-status, and the topology objects: Kueue and KAI Topologies, Volcano
+HyperNodes), with
 the cache's own list code: each resource is listed by a ``webhook.cache._Informer`` (paging with
 ``limit``/``continue``, a restart when the continue token expires, the API versions tried in
 order, 404 on every version = the API is not installed). The informer never watches here and
 converts nothing: the raw JSON of each page is taken as the API server sent it. A resource whose
-API is absent (no Kueue, no Volcano, no coscheduling, Karpenter or ProvisioningRequest CRDs) is
+API is absent (no Kueue, no Volcano, no coscheduling, Karpenter, ProvisioningRequest, KAI or
+HyperNode CRDs) is
 skipped with a note on stderr.
 
 The output is ``{"apiVersion": "v1", "kind": "List", "items": [...]}`` (compact JSON, one item
@@ -220,7 +222,8 @@ def add_command(sub) -> None:
                     "Nodes, non-terminal Pods, PriorityClasses, PodDisruptionBudgets, and where installed "
                     "Kueue (ResourceFlavors, ClusterQueues, LocalQueues, Cohorts, Workloads), Volcano (Queues, "
                     "PodGroups), coscheduling PodGroups, Karpenter (NodePools, NodeClaims), ProvisioningRequests "
-                    "and the ConfigMap kube-system/cluster-autoscaler-status. APIs that are not installed are "
+                    "the ConfigMap kube-system/cluster-autoscaler-status, and the topology objects (Kueue and KAI "
+                    "Topologies, Volcano HyperNodes). APIs that are not installed are "
                     "skipped with a note. "
                     "Writes one JSON List that `gangcheck check|diagnose|fragmentation --cluster FILE` reads.",
         epilog="Exit codes: 0 written, 2 no usable kubeconfig, the cluster unreachable, or FILE not writable.")

@@ -54,9 +54,10 @@ CLUSTER_WIDE = [
     f"priorityclasses.scheduling.k8s.io [] [] {RO}", f"poddisruptionbudgets.policy [] [] {RO}",
     f"resourceflavors.kueue.x-k8s.io [] [] {RO}", f"clusterqueues.kueue.x-k8s.io [] [] {RO}",
     f"localqueues.kueue.x-k8s.io [] [] {RO}", f"cohorts.kueue.x-k8s.io [] [] {RO}",
-    f"workloads.kueue.x-k8s.io [] [] {RO}",
+    f"workloads.kueue.x-k8s.io [] [] {RO}", f"topologies.kueue.x-k8s.io [] [] {RO}",
     f"queues.scheduling.volcano.sh [] [] {RO}", f"podgroups.scheduling.volcano.sh [] [] {RO}",
     f"podgroups.scheduling.x-k8s.io [] [] {RO}",
+    f"hypernodes.topology.volcano.sh [] [] {RO}", f"topologies.kai.scheduler [] [] {RO}",
     f"nodepools.karpenter.sh [] [] {RO}", f"nodeclaims.karpenter.sh [] [] {RO}",
     f"provisioningrequests.autoscaling.x-k8s.io [] [] {RO}",
 ]

@@ -10,7 +10,8 @@ One module per API family, registered explicitly in :data:`ADAPTERS` keyed by
 pod group, a RayJob that runs on an existing cluster). Every problem with the input is an
 :class:`AdapterError` naming the source, the object (``Kind namespace/name``) and the field —
 except a well-formed quantity past int64, which the API server stores: it becomes a NeverFits
-finding ``QuantityOverflow`` on the gang (see ``podspec.collect_overflows``). Counts are
+finding ``QuantityOverflow`` on the gang (see ``podspec.collect_overflows``), and a topology
+request its own system refuses (``InvalidTopologyRequest``, see ``topology``). Counts are
 bounded as the APIs bound them (``common.count_field``).
 Adapters are pure: no I/O.
 """
@@ -26,6 +27,7 @@ from . import batch, coscheduling, jobset, kubeflow, kueue_pods, lws, ray, volca
 from .common import describe, split_api_version
 from .errors import AdapterError
 from .podspec import collect_overflows
+from .topology import collect_topology, finish_gang
 
 __all__ = ["ADAPTERS", "API_VERSIONS", "AdapterError", "adapt", "is_supported", "supported_kinds"]
 
@@ -118,8 +120,10 @@ def adapt(obj: Any, source: str = "") -> GangRequest | None:
             field="apiVersion",
         )
     try:
-        with collect_overflows() as overflows:  # a quantity past int64: a finding, not an error
+        with collect_overflows() as overflows, collect_topology() as topology:  # findings, not errors
             gang = adapter(obj)
+        if gang is not None:
+            gang = finish_gang(gang, topology)  # Kueue's requests once the queue is known
         if gang is not None and overflows:
             gang = replace(gang, findings=(*overflows, *gang.findings))
         return gang

@@ -20,6 +20,8 @@ Each concern lives in its own module:
 * ``autoscaling_objects`` — karpenter.sh/v1 NodePool and NodeClaim, autoscaling.x-k8s.io/v1
   ProvisioningRequest, cluster-autoscaler's status ConfigMap (its text: ``ca_status``);
   ``autoscaling_state`` — those and the Nodes → ``ClusterSnapshot.autoscaling``;
+* ``topology_objects`` — Kueue (kueue.x-k8s.io) and KAI (kai.scheduler/v1alpha1) Topologies,
+  Volcano HyperNodes (topology.volcano.sh/v1alpha1) → ``ClusterSnapshot.topology``;
 * ``meta`` — object identity and the scalar readers all of them share.
 
 Every converter takes one object as a plain dict and returns one engine value, raising
@@ -41,6 +43,7 @@ from .pod_reader import ConvertedPod, _PodReader
 from .pods import TERMINAL_PODS_KEY, pod_from_k8s, pod_health, pod_is_terminal
 from .priority import SYSTEM_PRIORITY_CLASSES, priority_class_from_k8s
 from .snapshot_builder import build_snapshot
+from .topology_objects import hypernode_from_k8s, topology_levels_from_k8s
 from .volcano_objects import pod_group_from_k8s, volcano_queue_from_k8s
 
 __all__ = [
@@ -57,6 +60,8 @@ __all__ = [
     "cohort_from_k8s",
     "volcano_queue_from_k8s",
     "pod_group_from_k8s",
+    "topology_levels_from_k8s",
+    "hypernode_from_k8s",
     "parse_time",
     "ConvertedPod",
     "SYSTEM_PRIORITY_CLASSES",

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..engine.model import Finding, GangRequest, PodSet, frozen_map
 from .podspec import INT32_MAX, as_int, get_path, list_of, mapping, resource_map
+from .topology import KUEUE_TAS_KEYS, kai_request, with_request
 
 __all__ = [
     "QUEUE_NAME",
@@ -149,7 +150,9 @@ def build_gang(
         obj: the workload as a dict (``apiVersion``, ``kind``, ``metadata``, ``spec``).
         pod_sets: one ``PodSet`` per role, counts in pods.
         findings: the adapter's own lints (InvalidGang, MinAvailableBelowTasks, …).
-        templates: PodTemplateSpec dicts searched for ``priorityClassName``.
+        templates: PodTemplateSpec dicts searched for ``priorityClassName``, and for
+            ``schedulerName: kai-scheduler`` (the object's KAI topology annotations then go on
+            every pod set, ``topology.kai_request``).
         volcano_queue: the Volcano queue when the kind names one (``spec.queue``); otherwise
             taken from the ``volcano.sh/queue-name`` label/annotation when present.
         priority_class: an explicit priority class (e.g. Kubeflow schedulingPolicy.priorityClass),
@@ -159,6 +162,7 @@ def build_gang(
     Raises:
         AdapterError: labels or annotations that are not mappings.
     """
+    templates = list(templates)
     meta = mapping(obj.get("metadata"), "metadata")
     labels = string_map(meta.get("labels"), "metadata.labels")
     annotations = string_map(meta.get("annotations"), "metadata.annotations")
@@ -171,6 +175,12 @@ def build_gang(
                 break
         else:
             volcano_queue = None
+    findings = list(findings)
+    kai, note = kai_request(mapping(meta.get("annotations"), "metadata.annotations"), templates)
+    if note is not None:
+        findings.append(note)
+    if kai is not None:
+        pod_sets = [with_request(ps, kai, findings) for ps in pod_sets]
     return GangRequest(
         kind=str(obj.get("kind") or ""),
         name=name or _name(obj),
@@ -186,13 +196,10 @@ def build_gang(
     )
 
 
-#: Kueue TopologyAwareScheduling pod-set annotations (kueue apis/kueue/v1beta1 topology
-#: constants): with one of them Kueue admits the pod set only once it has placed every pod.
-_TAS_ANNOTATIONS = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
-    "kueue.x-k8s.io/podset-unconstrained-topology",
-)
+#: Kueue TopologyAwareScheduling pod-set annotations (kueue v0.17.0 apis/kueue/v1beta2
+#: topology_types.go; jobframework/tas.go builds a request from any of them): with one of them
+#: Kueue admits the pod set only once it has placed every pod.
+_TAS_ANNOTATIONS = KUEUE_TAS_KEYS
 
 
 def kueue_tas(queue: str | None, templates: Iterable[Any]) -> bool:

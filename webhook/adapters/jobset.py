@@ -3,17 +3,27 @@
 Mirrors Kueue's JobSet integration (``pkg/controller/jobs/jobset``): one pod set per
 ``spec.replicatedJobs[i]`` named after it, with ``replicas`` (default 1, the CRD default) ×
 the Job's running pods (``parallelism`` default 1, capped by ``completions``, as for a Job).
+
+Exclusive topology (``alpha.jobset.sigs.k8s.io/exclusive-topology`` on the JobSet or on a
+replicatedJob's Job template, see ``topology.jobset_exclusive``): the pod set gets
+``TopologyRequest(source="jobset", mode="required", level=KEY, exclusive=True,
+unit_size=the child Job's pods)`` — each child Job in a domain of its own; with the node-selector
+strategy (``alpha.jobset.sigs.k8s.io/node-selector``) the pods also tolerate the
+``alpha.jobset.sigs.k8s.io/no-schedule`` taint, as the controller makes them. A Kueue TAS request
+on the same pod template is kept instead (a ``TopologyNotEnforced`` finding names the other).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from ..engine.model import GangRequest
+from ..engine.model import Finding, GangRequest
 from .batch import job_pod_count
 from .common import build_gang, count_field, list_of, mapping
 from .errors import AdapterError
 from .podspec import pod_set_from_template
+from .topology import jobset_exclusive, no_schedule_toleration, with_request
 
 __all__ = ["adapt_jobset"]
 
@@ -30,7 +40,9 @@ def adapt_jobset(obj: Mapping) -> GangRequest:
             names, non-integer counts, or a bad pod template.
     """
     spec = mapping(obj.get("spec"), "spec", required=True)
+    js_annotations = mapping(mapping(obj.get("metadata"), "metadata").get("annotations"), "metadata.annotations")
     pod_sets, templates, seen = [], [], set()
+    findings: list[Finding] = []
     for i, rj in enumerate(list_of(spec.get("replicatedJobs"), "spec.replicatedJobs", required=True)):
         base = f"spec.replicatedJobs[{i}]"
         rj = mapping(rj, base)
@@ -46,6 +58,15 @@ def adapt_jobset(obj: Mapping) -> GangRequest:
         if template is None:
             raise AdapterError("expected a pod template, the field is missing", field=f"{base}.template.spec.template")
         per_job = job_pod_count(job_spec, f"{base}.template.spec")
-        pod_sets.append(pod_set_from_template(name, template, replicas * per_job, field=f"{base}.template.spec.template"))
+        ps = pod_set_from_template(name, template, replicas * per_job, field=f"{base}.template.spec.template")
+        rj_meta = mapping(mapping(rj.get("template"), f"{base}.template").get("metadata"), f"{base}.template.metadata")
+        request, strategy, problem = jobset_exclusive(
+            js_annotations, mapping(rj_meta.get("annotations"), f"{base}.template.metadata.annotations"),
+            f"{base}.template", per_job)
+        if problem is not None:
+            findings.append(problem)
+        if strategy:  # the controller adds this toleration to every pod (addTaintToleration)
+            ps = replace(ps, tolerations=(*ps.tolerations, no_schedule_toleration()))
+        pod_sets.append(with_request(ps, request, findings))
         templates.append(template)
-    return build_gang(obj, pod_sets, templates=templates)
+    return build_gang(obj, pod_sets, findings=findings, templates=templates)

@@ -9,6 +9,14 @@ Each group is all-or-nothing by its nature, with or without a gang scheduler: th
 gives every pod of a group its size (LWS_GROUP_SIZE), the group is Ready only with all its pods,
 and the default restartPolicy RecreateGroupOnPodRestart recreates the whole group when one pod
 fails — a group missing a pod never serves. Groups are independent (``GangRequest.groups``).
+
+Exclusive topology (``leaderworkerset.sigs.k8s.io/exclusive-topology`` on the LWS): both pod
+sets get ``TopologyRequest(source="lws", mode="required", level=KEY, exclusive=True,
+unit_size=size)`` — each group (leader + workers) in a domain of its own, no two groups in one.
+Subgroup exclusive topology (``subgroup-exclusive-topology`` with ``subGroupPolicy``): the same
+with ``unit_size=subGroupSize`` on the pod sets the subgroups span, when the subgroups are even;
+with both, the group request is kept and a ``TopologyNotEnforced`` finding names the subgroup one
+(see ``topology.lws_exclusive``). Kueue TAS annotations on a template win over both.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from dataclasses import replace
 from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, mapping
 from .errors import AdapterError
-from .podspec import pod_set_from_template
+from .podspec import get_path, pod_set_from_template
+from .topology import lws_exclusive, with_request
 
 __all__ = ["MAX_REPLICAS", "adapt_lws"]
 
@@ -63,6 +72,24 @@ def adapt_lws(obj: Mapping) -> GangRequest:
                 field="spec.leaderWorkerTemplate.workerTemplate",
             )
         )
+    policy = mapping(lwt.get("subGroupPolicy"), "spec.leaderWorkerTemplate.subGroupPolicy")
+    sub_size = sub_type = None
+    if lwt.get("subGroupPolicy") is not None:
+        sub_size = count_field(policy.get("subGroupSize"), "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize")
+        if sub_size < 1 or sub_size > size:
+            raise AdapterError(f"expected an integer from 1 to the group size {size}, got {sub_size}",
+                               field="spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize")
+        sub_type = policy.get("subGroupPolicyType") or "LeaderWorker"
+        if sub_type not in ("LeaderWorker", "LeaderExcluded"):
+            raise AdapterError(f"expected LeaderWorker or LeaderExcluded, got {str(sub_type)[:40]!r}",
+                               field="spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType")
+    group_req, sub_req, findings = lws_exclusive(
+        mapping(get_path(obj, "metadata.annotations"), "metadata.annotations"), size, sub_size, sub_type or "")
+    for req in (group_req, sub_req):
+        if req is None:
+            continue
+        pod_sets = [ps if (req is sub_req and ps.name == "leader" and sub_type == "LeaderExcluded")
+                    else with_request(ps, req, findings) for ps in pod_sets]
     finding = Finding(
         "LeaderWorkerGroups",
         "Info",
@@ -70,5 +97,5 @@ def adapt_lws(obj: Mapping) -> GangRequest:
         f"together; groups are placed independently",
         {"groups": replicas, "size": size},
     )
-    return replace(build_gang(obj, pod_sets, findings=[finding], templates=[leader_t, worker_t]), groups=replicas,
+    return replace(build_gang(obj, pod_sets, findings=[finding, *findings], templates=[leader_t, worker_t]), groups=replicas,
                    gang_basis="a LeaderWorkerSet group runs only with all its pods")

@@ -23,16 +23,14 @@ from ..engine.model import (
     HostPort,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    TOPOLOGY_KUEUE,
     PodSet,
     Toleration,
     TopologyRequest,
     frozen_map,
 )
-from ..engine.model import TOPOLOGY_PREFERRED as MODE_PREFERRED
-from ..engine.model import TOPOLOGY_REQUIRED as MODE_REQUIRED
 from ..engine.quantity import QuantityError, QuantityOverflow, is_whole_quantity, parse_quantity
 from .errors import AdapterError
+from .topology import KUEUE_PREFERRED, KUEUE_REQUIRED, kueue_request
 
 __all__ = [
     "get_path",
@@ -50,8 +48,8 @@ __all__ = [
 ]
 
 POD_LEVEL_RESOURCES = ("cpu", "memory")
-TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+TOPOLOGY_REQUIRED = KUEUE_REQUIRED
+TOPOLOGY_PREFERRED = KUEUE_PREFERRED
 HOSTNAME = "kubernetes.io/hostname"
 #: The largest value of an int32 field (replicas, parallelism, minMember, …): the API server
 #: refuses more ("must be less than or equal to 2147483647").
@@ -371,16 +369,12 @@ def pod_set_from_template(name: str, template: Any, count: int, replicas: int | 
         count=count,
         replicas=replicas,
         requests=frozen_map(effective_requests(spec, f"{field}.spec")),
-        topology=_kueue_topology(annotations, f"{field}.metadata.annotations"),
+        topology=_kueue_topology(annotations, f"{field}.metadata.annotations", count),
         **pod_spec_constraints(spec, labels, f"{field}.spec"),
     )
 
 
-def _kueue_topology(annotations: Mapping[str, Any], field: str) -> TopologyRequest | None:
-    """The Kueue TAS request of a pod template's ``podset-required-topology`` /
-    ``podset-preferred-topology`` annotation (required wins when both are set), or None."""
-    for key, mode in ((TOPOLOGY_REQUIRED, MODE_REQUIRED), (TOPOLOGY_PREFERRED, MODE_PREFERRED)):
-        level = annotations.get(key)
-        if isinstance(level, str) and level:
-            return TopologyRequest(source=TOPOLOGY_KUEUE, mode=mode, level=level, field=f"{field}[{key}]")
-    return None
+def _kueue_topology(annotations: Mapping[str, Any], field: str, count: int | None = None) -> TopologyRequest | None:
+    """The Kueue TAS request of a pod template's ``podset-*`` annotations, or None
+    (``topology.kueue_request``: every annotation Kueue reads, with its webhook's checks)."""
+    return kueue_request(annotations, field, count)

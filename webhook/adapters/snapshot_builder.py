@@ -6,7 +6,7 @@ kind's reader by (API group, kind) (``_READERS``, one table), keeping the last o
 key, skipping terminal pods and counting every kind the engine does not use, and locating an
 error at its object's position. Does not own any kind's rules: those are in ``nodes``, ``pods``
 (and its fast path ``pod_reader``), ``priority``, ``kueue_objects``, ``volcano_objects``,
-``workload``, ``disruption`` and, for node autoscalers, ``autoscaling_objects`` (combined with
+``workload``, ``disruption``, ``topology_objects`` (Kueue/KAI Topologies, Volcano HyperNodes) and, for node autoscalers, ``autoscaling_objects`` (combined with
 the Nodes into ``ClusterSnapshot.autoscaling`` by ``autoscaling_state``).
 
 Shapes: objects are dicts as ``kubectl get -o yaml`` writes them, or pods the JSON dump reader
@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ..engine.model import BoundPod, KueueState, VolcanoState, frozen_map
+from ..engine.model import BoundPod, KueueState, TopologyState, VolcanoState, frozen_map
 from ..engine.snapshot import ClusterSnapshot
 from .autoscaling_objects import (
     AUTOSCALING_X_K8S,
@@ -43,6 +43,7 @@ from .podspec import get_path
 from .pods import TERMINAL_PODS_KEY
 from .priority import priority_class_from_k8s
 from .projection import PodStruct
+from .topology_objects import KAI, VOLCANO_TOPOLOGY, hypernode_from_k8s, topology_levels_from_k8s
 from .volcano_objects import pod_group_from_k8s, volcano_queue_from_k8s
 from .workload import workload_from_k8s
 
@@ -56,6 +57,11 @@ def _ca_status(obj: Mapping) -> Any:
     """cluster-autoscaler's status ConfigMap (kube-system/cluster-autoscaler-status); None for
     any other ConfigMap (skipped)."""
     return ca_status_from_k8s(obj) if is_ca_status(obj) else None
+
+
+def _first(value: tuple) -> Any:
+    """The key of a ``(name, value)`` pair (a Topology's levels)."""
+    return value[0]
 
 
 def _one(_value: Any) -> str:
@@ -81,6 +87,10 @@ _READERS: dict[tuple[str, str], tuple[Callable[[Mapping], Any], str, Callable[[A
     (AUTOSCALING_X_K8S, "ProvisioningRequest"): (provisioning_request_from_k8s, "provisioning_requests",
                                                  _by_namespaced_name),
     ("", "ConfigMap"): (_ca_status, "ca_status", _one),
+    # Topology objects (issue #13): (name, levels) pairs and HyperNodes.
+    (KUEUE, "Topology"): (topology_levels_from_k8s, "kueue_topologies", _first),
+    (KAI, "Topology"): (topology_levels_from_k8s, "kai_topologies", _first),
+    (VOLCANO_TOPOLOGY, "HyperNode"): (hypernode_from_k8s, "hypernodes", _by_name),
 }
 
 
@@ -218,6 +228,8 @@ class _Contents:
             source=source,
             as_of=as_of,
             disruption_budgets=c["budgets"].values(),
+            topology=TopologyState(frozen_map(dict(c["kueue_topologies"].values())),
+                                   frozen_map(dict(c["kai_topologies"].values())), frozen_map(c["hypernodes"])),
             autoscaling=autoscaling_state(c["nodes"].values(), c["nodepools"].values(), c["nodeclaims"].values(),
                                           c["ca_status"].get(""), c["provisioning_requests"].values()),
         )

@@ -22,6 +22,10 @@ counting 6 would risk a false NeverFits. Findings:
 * ``MinAvailableBelowTasks`` (Info): job minAvailable < Σ task minAvailable and some task sets
   its minimum explicitly (cases C25, volcano#1755) — Volcano may call the gang ready with a task
   below its minimum; the counts still require every explicit task minimum;
+* ``InvalidTopologyRequest`` (NeverFits): ``spec.networkTopology`` with both ``highestTierAllowed``
+  and ``highestTierName`` (Volcano's webhook denies it); otherwise a network topology is
+  ``TopologyRequest(source="volcano")`` on every pod set (hard → required, soft → preferred; see
+  ``topology.volcano_network_topology``);
 * ``MinAvailableDefaulted`` (Info): a task with a ``partitionPolicy`` whose minAvailable was
   defaulted to replicas (case C24, volcano#4867); the count stays as configured and the
   finding carries the minimum the partition policy implies (minPartitions × partitionSize).
@@ -35,6 +39,7 @@ from ..engine.model import Finding, GangRequest
 from .common import build_gang, count_field, list_of, mapping, pod_group_pod_set
 from .errors import AdapterError
 from .podspec import pod_set_from_template
+from .topology import volcano_network_topology, with_request, without_kueue
 
 __all__ = ["DEFAULT_QUEUE", "adapt_volcano_job", "adapt_volcano_podgroup"]
 
@@ -151,6 +156,10 @@ def adapt_volcano_job(obj: Mapping) -> GangRequest:
         pod_set_from_template(t["name"], t["t"]["template"], counts[t["name"]], t["replicas"], field=f"spec.tasks[{t['i']}].template")
         for t in tasks
     ]
+    network, problem = volcano_network_topology(spec)
+    if problem is not None:
+        findings.append(problem)
+    pod_sets = [with_request(ps, network, findings) for ps in without_kueue(pod_sets, "Volcano Jobs", findings)]
     prio = spec.get("priorityClassName") if isinstance(spec.get("priorityClassName"), str) else None
     return build_gang(
         obj,
@@ -173,4 +182,7 @@ def adapt_volcano_podgroup(obj: Mapping) -> GangRequest:
     """
     spec = mapping(obj.get("spec"), "spec", required=True)
     prio = spec.get("priorityClassName") if isinstance(spec.get("priorityClassName"), str) else None
-    return build_gang(obj, [pod_group_pod_set(spec)], volcano_queue=_queue(spec), priority_class=prio)
+    network, problem = volcano_network_topology(spec)
+    findings = [problem] if problem is not None else []
+    pod_set = with_request(pod_group_pod_set(spec), network, findings)
+    return build_gang(obj, [pod_set], findings=findings, volcano_queue=_queue(spec), priority_class=prio)

@@ -81,7 +81,8 @@ class ResourceSpec:
     Attributes:
         name: the informer's name in ``status()`` ("nodes", "kueue.clusterqueues", …).
         kind: the projection used: Node, Pod, PriorityClass, ResourceFlavor, ClusterQueue,
-            LocalQueue, Cohort, Queue, VolcanoPodGroup, CoschedPodGroup or PolicyConfigMap.
+            LocalQueue, Cohort, Queue, VolcanoPodGroup, CoschedPodGroup, Topology (Kueue),
+            KAITopology, HyperNode or PolicyConfigMap (``webhook.cache.kinds.KINDS``).
         group: API group ("" = core/v1); versions: tried in order until one is served.
         plural: the REST resource; namespace: list within one namespace (None = all).
         field_selector: server-side filter; optional: a CRD that may be absent (404 → empty).

@@ -11,7 +11,9 @@ usage, what a change does to the cache). ``DEFAULT_RESOURCES`` is the table's re
 autoscalers (issue #16): Karpenter NodePools and NodeClaims (karpenter.sh/v1),
 ProvisioningRequests (autoscaling.x-k8s.io/v1), all optional, and the one ConfigMap
 kube-system/cluster-autoscaler-status; ``assemble_snapshot`` combines them with the Nodes
-(``webhook.adapters.autoscaling_state``).
+(``webhook.adapters.autoscaling_state``). Topology (issue #13): Kueue Topologies (v1beta1 then
+v1beta2), KAI Topologies (kai.scheduler/v1alpha1), Volcano HyperNodes (topology.volcano.sh/v1alpha1),
+all optional → ``ClusterSnapshot.topology``.
 
 Owns also ``_Informer``: the list+watch machinery (``webhook.cache.informer.Informer``) with its
 hooks filled from the table (and the Pod steps of ``webhook.cache.pods``), and
@@ -32,11 +34,13 @@ from typing import Any
 from ..adapters.cluster import (
     cluster_queue_from_k8s,
     cohort_from_k8s,
+    hypernode_from_k8s,
     local_queue_from_k8s,
     node_from_k8s,
     pod_group_from_k8s,
     priority_class_from_k8s,
     resource_flavor_from_k8s,
+    topology_levels_from_k8s,
     volcano_queue_from_k8s,
 )
 from ..adapters.autoscaling_objects import (
@@ -52,7 +56,7 @@ from ..adapters.autoscaling_objects import (
 from ..adapters.autoscaling_state import autoscaling_state
 from ..adapters.disruption import disruption_budget_from_k8s
 from ..adapters.workload import workload_from_k8s
-from ..engine.model import KueueState, VolcanoState, frozen_map
+from ..engine.model import KueueState, TopologyState, VolcanoState, frozen_map
 from ..engine.snapshot import ClusterSnapshot
 from .informer import Informer, ResourceSpec, obj_key
 from .pods import PodSteps
@@ -71,7 +75,8 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 LIST_SLOTS = ("nodes", "pods")
 MAP_SLOTS = ("kueue.flavors", "kueue.cluster_queues", "kueue.local_queues", "kueue.cohorts", "kueue.workloads",
              "volcano.queues", "volcano.pod_groups", "disruption_budgets", "autoscaling.nodepools",
-             "autoscaling.nodeclaims", "autoscaling.provisioning_requests", "autoscaling.ca_status")
+             "autoscaling.nodeclaims", "autoscaling.provisioning_requests", "autoscaling.ca_status",
+             "topology.kueue", "topology.kai", "topology.hypernodes")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,11 @@ def _by_namespace(convert: Callable[[Mapping], Any]) -> Callable[[Any, Mapping],
         return (v.namespace, v.name), v
     project.__doc__ = f"((namespace, name), {convert.__name__}(obj))"
     return project
+
+
+def _topology(_inf: Any, obj: Mapping) -> tuple[str, tuple[str, ...]]:
+    """(name, the Topology's levels' node label keys, top → bottom)."""
+    return topology_levels_from_k8s(obj)
 
 
 def _node(_inf: Any, obj: Mapping) -> tuple[Any, Any]:
@@ -218,6 +228,13 @@ KINDS: tuple[Kind, ...] = (
     Kind(_R("autoscaler.status", "AutoscalerStatusConfigMap", "", ("v1",), "configmaps", namespace=CA_STATUS_NAMESPACE,
             field_selector=f"metadata.name={CA_STATUS_NAME}", optional=True),
          _ca_status, "autoscaling.ca_status"),
+    # Topology objects (issue #13), CRDs that may be absent: Kueue's and KAI's Topologies, Volcano's HyperNodes.
+    Kind(_R("kueue.topologies", "Topology", "kueue.x-k8s.io", _KUEUE, "topologies", optional=True),
+         _topology, "topology.kueue"),
+    Kind(_R("kai.topologies", "KAITopology", "kai.scheduler", ("v1alpha1",), "topologies", optional=True),
+         _topology, "topology.kai"),
+    Kind(_R("volcano.hypernodes", "HyperNode", "topology.volcano.sh", ("v1alpha1",), "hypernodes", optional=True),
+         _by_name(hypernode_from_k8s), "topology.hypernodes"),
     # Only with a policy ConfigMap configured: ``policy_resource(namespace, name)``.
     Kind(_R("policy", "PolicyConfigMap", "", ("v1",), "configmaps"), _policy_data, None, on_change=_policy_changed,
          default=False),
@@ -256,6 +273,7 @@ def assemble_snapshot(stores: Mapping[str, Any], *, priority_classes: Mapping[st
         source=source,
         node_used=node_used,
         disruption_budgets=(stores.get("disruption_budgets") or {}).values(),
+        topology=TopologyState(m("topology.kueue"), m("topology.kai"), m("topology.hypernodes")),
         autoscaling=autoscaling_state(stores.get("nodes", ()), m("autoscaling.nodepools").values(),
                                       m("autoscaling.nodeclaims").values(),
                                       next(iter(m("autoscaling.ca_status").values()), None),

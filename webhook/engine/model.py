@@ -408,9 +408,17 @@ class PodSet:
 
     @property
     def required_topology(self) -> str | None:
-        """The label key of a required level (all pods of the set in one domain of it), or None."""
+        """The label key of a required level (all pods of the set in one domain of it), or None.
+
+        None too for an exclusive request whose unit is smaller than the set (a JobSet pod set of
+        several child Jobs: each child Job in a domain of its own, not all of them in one —
+        reading the level here would deny what fits); ``topology`` has the whole request."""
         t = self.topology
-        return t.level if t is not None and t.mode == TOPOLOGY_REQUIRED and t.level else None
+        if t is None or t.mode != TOPOLOGY_REQUIRED or not t.level:
+            return None
+        if t.exclusive and t.unit_size is not None and t.unit_size < self.count:
+            return None
+        return t.level
 
     @property
     def preferred_topology(self) -> str | None:
@@ -694,13 +702,16 @@ class HyperNodeMember:
     """One ``spec.members[]`` entry of a Volcano HyperNode (topology.volcano.sh/v1alpha1).
 
     ``kind``: "Node" or "HyperNode". Exactly one selector is set: ``exact`` (a name),
-    ``regex`` (a Go RE2 pattern matched against whole names), or ``labels`` (matchLabels pairs; Node
-    members only)."""
+    ``regex`` (a Go RE2 pattern; Volcano matches it with ``regexp.MatchString``, i.e. anywhere in
+    the name unless anchored, pkg/scheduler/api/hyper_node_info.go ``GetMembers``), or ``labels``
+    / ``expressions`` (the labelMatch selector's matchLabels pairs and matchExpressions
+    ``(key, operator, values)`` as in ``LabelSelector``, all of them must hold; Node members only)."""
 
     kind: str
     exact: str | None = None
     regex: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
