@@ -59,19 +59,19 @@ def test_demo_8_pods_in_one_rack_wait():
     assert [x["name"] for x in rep["steps"]][:3] == ["quota", "fit", "topology"]
     f = s["findings"]
     assert (f["pods_needed"], f["domains_total"], f["domains_fit_ever"], f["domains_fit_now"]) == (8, 12, 12, 0)
-    assert (f["best_domain"], f["best_domain_pods_now"], f["best_domain_pods_ever"]) == ("rack-02", 2, 32)
+    assert (f["best_domain"], f["best_domain_pods_now"], f["best_domain_pods_ever"]) == ("block-0/rack-02", 2, 32)
     assert (f["pods_fit_now_cluster"], f["nodes_fit_now_cluster"]) == (12, 12)
-    assert [d["domain"] for d in f["domains"]] == ["rack-02", "rack-07", "rack-08", "rack-10", "rack-01"]
+    assert [d["domain"] for d in f["domains"]] == ["block-0/rack-02", "block-2/rack-07", "block-2/rack-08", "block-3/rack-10", "block-0/rack-01"]
     assert f["topology"] == "default" and f["level"] == RACK and f["source"] == "kueue"
     assert s["status"] == "blocking"
-    assert s["command"] == f"kubectl get nodes -l nvidia.com/gpu.family=hopper -L {RACK}"
+    assert s["command"] == f"kubectl get nodes -l nvidia.com/gpu.family=hopper -L topology.example.com/block -L {RACK}"
     assert s["meaning"].startswith("12 pods of this shape fit in the cluster now (12 nodes), but no rack has room for all 8: "
-                                   "the closest, rack-02, has room for 2 now (32 when empty); 12 racks could hold it")
-    assert "topology: no rack has room for all 8 pods of main now (closest rack-02: 2)" in rep["verdict"]
+                                   "the closest, block-0/rack-02, has room for 2 now (32 when empty); 12 racks could hold it")
+    assert "topology: no rack has room for all 8 pods of main now (closest block-0/rack-02: 2)" in rep["verdict"]
     # text and JSON carry the same step
     text = render_diagnosis(DiagnosisReport.from_dict(json.loads(json.dumps(rep))))
     assert "3. topology [BLOCKING] — Is there one rack (topology.example.com/rack) with room for all 8 pods of main?" in text
-    assert "   found:   rack-02: room for 2 of 8 now on 2 nodes, 32 when empty on 32 nodes" in text
+    assert "   found:   block-0/rack-02: room for 2 of 8 now on 2 nodes, 32 when empty on 32 nodes" in text
 
 
 def test_demo_40_pods_in_one_rack_never_fit_and_block_level_waits():

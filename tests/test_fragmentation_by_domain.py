@@ -71,7 +71,7 @@ def test_cli_demo_racks_json(capsys):
     assert rep["domains_total"] == 12 and rep["shown"] == 12 and rep["resource"] == GPU
     assert rep["total"] == {"nodes": 384, "eligible": 373, "whole_free": 12, "free": 1296, "stranded": 1200}
     assert [d["whole_free"] for d in rep["domains"]] == [2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0]
-    assert rep["domains"][0] == {"domain": "rack-07", "values": ["rack-07"], "nodes": 32, "eligible": 32,
+    assert rep["domains"][0] == {"domain": "block-2/rack-07", "values": ["block-2", "rack-07"], "nodes": 32, "eligible": 32,
                                  "whole_free": 2, "free": 128, "stranded": 112}
     assert rep["outside"]["nodes"] == 0
 
@@ -79,7 +79,7 @@ def test_cli_demo_racks_json(capsys):
 def test_cli_demo_blocks_text_top(capsys):
     assert main(["fragmentation", "--cluster", "demo", "--by", BLOCK, "--top", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"Fragmentation by {BLOCK}, nvidia.com/gpu; eligible = schedulable now for a pod of 8 nvidia.com/gpu:"
+    assert out[0] == f"Fragmentation by {BLOCK} (Kueue Topology default: {BLOCK}), nvidia.com/gpu; eligible = schedulable now for a pod of 8 nvidia.com/gpu:"
     assert out[1].split() == ["domain", "nodes", "eligible", "whole", "free", "free", "GPUs", "stranded", "GPUs"]
     assert out[2].split() == ["block-2", "96", "96", "4", "352", "320"]
     assert out[3].split() == ["block-0", "96", "93", "3", "332", "308"]

@@ -238,6 +238,14 @@ def _levels(snap: ClusterSnapshot, ps: PodSet, t: TopologyRequest, flavors: list
 def _volcano(snap: ClusterSnapshot, pod_sets: Sequence[PodSet], members: list[int], t: TopologyRequest,
              gt: GangTopology) -> None:
     """Volcano hard mode: the whole gang in one allowed HyperNode; soft mode: a preference."""
+    if not snap.topology.hypernodes:
+        # No HyperNode in the cluster data: they may exist but be unread (no RBAC, a dump taken
+        # without them); an assumption is no proof, so the hard mode is told, never a denial.
+        if t.mode == TOPOLOGY_REQUIRED:
+            gt.findings.append(Finding("TopologyUnresolved", WAITS,
+                "the gang must sit in one HyperNode (Volcano networkTopology hard), but the cluster data holds no "
+                "HyperNode; its placement is not checked", {"source": t.source, "mode": t.mode, "level": "HyperNode"}))
+        return
     tier = hypernode_tier(snap, t.highest_tier, t.highest_tier_name)
     if tier is None:
         return  # no tier: Volcano applies no hard constraint (job_info.go IsHardTopologyMode)
