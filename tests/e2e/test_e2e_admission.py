@@ -29,9 +29,13 @@ def seed(cluster, gangcheck):
     kube.apply([flavor("seed-h100", {FAMILY: "hopper", E2E_LABEL: POOL}),
                 cluster_queue("seed-team-llm", "seed-h100", 32), local_queue(NS, "llm-queue", "seed-team-llm")])
     # the cache has seen the whole seed (nodes, their status, the bound pods) once the waiting
-    # gang's dry run finds exactly the 3 free nodes
-    wait_for(lambda: dry_run(kube, WAITING).annotations.get(PREFIX + "nodes-fit-now") == "3 nodes can take a pod now; 4 pods needed", 30,
-             "gangcheck to see the seed cluster", 0.2)
+    # gang's dry run finds exactly the 3 free nodes, and the Kueue objects once it no longer says
+    # "no Kueue objects" (each kind has its own informer: nodes can be seen before the queues)
+    def seen() -> bool:
+        v = dry_run(kube, WAITING)
+        return (v.annotations.get(PREFIX + "nodes-fit-now") == "3 nodes can take a pod now; 4 pods needed"
+                and not any("no Kueue objects" in w or "not found" in w for w in v.warnings))
+    wait_for(seen, 30, "gangcheck to see the seed cluster and its Kueue queues", 0.2)
     yield kube
     delete_pool(kube, POOL, BUSY)
     kube.delete("clusterqueue", "seed-team-llm")
