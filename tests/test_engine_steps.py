@@ -148,3 +148,27 @@ def test_options_say_what_is_a_gpu_and_when_a_gang_is_all_or_nothing():
     plain = gang(pod_set("w", 2, gpu=1), kind="Job", all_or_nothing=False)
     assert all_or_nothing(plain, EngineOptions()) is False
     assert all_or_nothing(plain, EngineOptions(plain_jobs_as_gangs=True)) is True
+
+
+def test_every_waits_or_never_fits_code_in_the_source_has_a_place_in_order():
+    """A reason missing from ORDER is told last, after Info, whatever it means: each code the
+    package builds a Finding with, unless its severity is written as Info there, must be ranked
+    (found by reading the source: a literal code, or a module constant holding one)."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[1] / "webhook"
+    texts = [f.read_text() for f in root.rglob("*.py")]
+    consts = {m.group(1): m.group(2) for t in texts for m in re.finditer(r'^([A-Z][A-Z_]+)\s*=\s*"([A-Z][A-Za-z]+)"', t, re.M)}
+    pat = re.compile(r'Finding\(\s*(?:"([A-Z][A-Za-z]+)"|([A-Z][A-Z_]+))\s*,\s*([^,]+),')
+    codes = set()
+    for t in texts:
+        for m in pat.finditer(t):
+            code = m.group(1) or consts.get(m.group(2))
+            if code and m.group(3).strip() not in ("INFO", '"Info"'):
+                codes.add(code)
+    # the scan sees literal, constant and variable-severity constructions
+    assert {"TopologyPlacementFailed", "InvalidTopologyRequest", "QuantityOverflow", "ExceedsMaxQuota", "InvalidGang"} <= codes
+    assert "CompetingPendingGangs" not in codes  # Info where it is built
+    assert sorted(codes - set(ORDER)) == []
+    assert ORDER.index("InvalidTopologyRequest") < ORDER.index("TopologyPlacementFailed") < ORDER.index("TopologyUnresolved")
+    assert ORDER.index("PlacementUnproven") < ORDER.index("TopologyNotEnforced")

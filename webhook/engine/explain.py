@@ -29,13 +29,17 @@ __all__ = ["ORDER", "now_findings", "group_findings", "competition_findings", "h
 
 # Order in which findings are told (most important first).
 ORDER = [
-    "InvalidGang", "QuantityOverflow", "ExceedsMaxQuota", "ExceedsScaleUpLimits", "NeedsScaleUp",
+    "InvalidGang", "InvalidTopologyRequest", "QuantityOverflow", "ExceedsMaxQuota", "ExceedsScaleUpLimits", "NeedsScaleUp",
     "ResourceNotOffered", "PodExceedsNodeCapacity", "UntoleratedTaint",
     "ExceedsClusterCapacity",
-    "TopologyPlacementFailed", "NoMatchingScaleUp", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered",
+    "TopologyPlacementFailed", "TopologyNotFound", "TopologyLevelNotFound", "TopologyUnresolved",
+    "NoMatchingScaleUp", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "CohortHasCycle", "ResourceNotCovered",
     "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
-    "ParallelismExceedsCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices", "NodesNotReady", "NodesCordoned",
-    "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes", "PlacementUnproven",
+    "ParallelismExceedsCapacity", "GroupsExceedCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices",
+    "NodesNotReady", "NodesCordoned", "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes",
+    "PlacementUnproven",
+    # Info findings: told after every reason, in this order.
+    "TopologyNotEnforced", "QuotaExceedsCapacity", "CohortTooDeep", "GroupsWait",
 ]
 
 
