@@ -194,3 +194,25 @@ def test_other_queues_guarantees_cap_the_real_capability():
     assert "WaitingForQuota" not in [f.code for f in evaluate_volcano(g, vol, {GPU: 4}, ClusterUsage({GPU: 4}, {})).findings]
     vol = VolcanoState(queues={"B": VolcanoQueue("B"), "C": VolcanoQueue("C")})
     assert "WaitingForQuota" not in [f.code for f in evaluate_volcano(g, vol, {GPU: 4}, ClusterUsage({GPU: 4}, {})).findings]
+
+
+def test_inqueue_reserve_counts_against_the_cluster_total_too():
+    from webhook.engine.quota import ClusterUsage
+    # e2e referee configs 43/81: 64 CPUs, an Inqueue PodGroup of the queue reserves 64 → a gang
+    # of 4 CPUs is not enqueued (realCapability = total when nothing is guaranteed).
+    vol = VolcanoState(queues={"B": VolcanoQueue("B", capability={GPU: 6})},
+                       pod_groups={("default", "stuck"): PodGroupState("default", "stuck", "B", 1, {"cpu": 64000, GPU: 2}, "Inqueue")})
+    g = gang(pod_set("t", 1, cpu=4), kind="Job", volcano_queue="B")
+    f = next(f for f in evaluate_volcano(g, vol, {}, ClusterUsage({"cpu": 64000}, {})).findings if f.code == "WaitingForQuota")
+    assert f.data["real_capability"] == 64000 and f.data["more_needed"] == 4000
+
+
+def test_root_and_parent_queues_are_not_competitors():
+    # e2e referee config 57: the root queue's status.allocated sums its children; it holds no
+    # job, so it takes no share: 8 GPUs between A (asking 4) and C (running 2, 4 more pending) →
+    # A deserves 4 (counting root as a third queue left A 3).
+    vol = VolcanoState(queues={"root": VolcanoQueue("root", allocated={GPU: 2}), "A": VolcanoQueue("A", guarantee={GPU: 2}),
+                               "C": VolcanoQueue("C", allocated={GPU: 2}), "P": VolcanoQueue("P", allocated={GPU: 2}),
+                               "D": VolcanoQueue("D", parent="P")},
+                       pod_groups=dict([pg("c", "C", 2, "Running", 1), pg("c2", "C", 4)]))
+    assert share(evaluate_volcano(gang(pod_set("t", 1, gpu=4), kind="Job", volcano_queue="A"), vol, {GPU: 8})) is None

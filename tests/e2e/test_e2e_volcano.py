@@ -226,9 +226,9 @@ def test_volcano_differential(volcano):
         t = [time.monotonic()]
         clear(v)
         t.append(time.monotonic())
-        api.create_nodes(cfg["nodes"])
-        for q in cfg["queues"]:
+        for q in cfg["queues"]:  # first: the queue controller opens them while the nodes are made
             api.create(ev.QUEUES, q)
+        api.create_nodes(cfg["nodes"])
         names = [q["metadata"]["name"] for q in cfg["queues"]]
         wait_for(lambda: v.queues_open(names), 30, f"queues {names} Open", 0.05)
         for pg, pods in cfg["background"]:

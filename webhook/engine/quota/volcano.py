@@ -183,10 +183,14 @@ def queue_demands(volcano: VolcanoState, gang: GangRequest, queue: str, need: Ma
             continue
         bucket = running if (pg.phase == "Running" or pg.running > 0) else waiting
         bucket[pg.queue] = add_resources(bucket.get(pg.queue, {}), pg.min_resources)
+    # A parent queue's status.allocated is its children's (Volcano's root queue, the parent of
+    # every queue without spec.parent, carries the whole cluster's): it holds no job of its own,
+    # and the proportion plugin shares only among queues with jobs in the session.
+    parents = {o.parent for o in volcano.queues.values() if o.parent} | {"root"}
     out: dict[str, dict[str, int]] = {}
     for name in set(volcano.queues) | set(running) | set(waiting) | {queue}:
         q = volcano.queues.get(name)
-        alloc = dict(q.allocated) if q is not None else {}
+        alloc = dict(q.allocated) if q is not None and name not in parents else {}
         run = running.get(name, {})
         base = {r: max(alloc.get(r, 0), run.get(r, 0)) for r in set(alloc) | set(run)}
         d = add_resources(base, waiting.get(name, {}))
@@ -291,12 +295,16 @@ def _real_capability(res: QuotaResult, volcano: VolcanoState, q: VolcanoQueue, n
             held = q.allocated.get(r, 0) + reserved.get(r, 0)
             if any(f.code == "WaitingForQuota" and f.data.get("resource") == r for f in res.findings):
                 continue
-            if others.get(r, 0) - q.guarantee.get(r, 0) > 0 and not _le((held + v) * scale, real * scale):
+            # with nothing held and nothing guaranteed elsewhere, only a gang above the whole
+            # cluster is refused here, which the node count already tells
+            if (others.get(r, 0) - q.guarantee.get(r, 0) > 0 or held > 0) and not _le((held + v) * scale, real * scale):
                 res.findings.append(Finding("WaitingForQuota", WAITS,
-                    f"Volcano queue {q.name} can hold at most {fmt(r, real)} {r}: the cluster's {fmt(r, cluster.total.get(r, 0))} "
-                    f"less {fmt(r, others[r] - q.guarantee.get(r, 0))} guaranteed to other queues; {fmt(r, held)} held, the gang "
-                    f"needs {fmt(r, v)}", {"resource": r, "more_needed": held + v - real, "queue": q.name,
-                                          "real_capability": real, "guaranteed_elsewhere": others[r] - q.guarantee.get(r, 0)}))
+                    f"Volcano queue {q.name} can hold at most {fmt(r, real)} {r} (the cluster's {fmt(r, cluster.total.get(r, 0))}"
+                    + (f" less {fmt(r, others[r] - q.guarantee.get(r, 0))} guaranteed to other queues"
+                       if others.get(r, 0) - q.guarantee.get(r, 0) > 0 else "")
+                    + f"); {fmt(r, held)} held by it and its Inqueue PodGroups, the gang needs {fmt(r, v)}",
+                    {"resource": r, "more_needed": held + v - real, "queue": q.name, "real_capability": real,
+                     "guaranteed_elsewhere": others.get(r, 0) - q.guarantee.get(r, 0)}))
 
 
 def _overcommit(res: QuotaResult, gang: GangRequest, volcano: VolcanoState, need: Mapping[str, int],
