@@ -125,8 +125,10 @@ def test_deserved_share_verdict_matches_brute_force(total, queues, ask, data):
     want = brute_water(total, [(w, r, c) for w, r, c in demand if r > 0] if True else [])
     with_demand = [i for i, (_, r, _) in enumerate(demand) if r > 0]
     deserved = want[with_demand.index(mine)]
-    assume(abs(ask - deserved) > 0.01)
-    assert (share(res) is not None) == (ask > deserved)
+    # the allocate action's check: what the queue holds (its Running groups) + the gang ≤ its share
+    held = sum(g for g, phase in queues[mine][1] if phase == "Running")
+    assume(abs(ask + held - deserved) > 0.01)
+    assert (share(res) is not None) == (ask + held > deserved)
 
 
 # ---------------------------------------------------------------- enqueue (issue #11: Volcano as referee)
@@ -216,3 +218,15 @@ def test_root_and_parent_queues_are_not_competitors():
                                "D": VolcanoQueue("D", parent="P")},
                        pod_groups=dict([pg("c", "C", 2, "Running", 1), pg("c2", "C", 4)]))
     assert share(evaluate_volcano(gang(pod_set("t", 1, gpu=4), kind="Job", volcano_queue="A"), vol, {GPU: 8})) is None
+
+
+def test_what_the_queue_holds_counts_against_its_share():
+    # e2e referee config 13: 8 GPUs; A guarantees 4 (holds 2), B holds 2 and asks 4 more, C (weight 2)
+    # holds 1 and asks 4 more. Water-filling: A 4 (its guarantee), B 2, C 4 → B's share 2; B
+    # already holds 2, so a gang of 2 more cannot be allocated (allocated + task ≤ deserved).
+    vol = VolcanoState(queues={"A": VolcanoQueue("A", guarantee={GPU: 4}), "B": VolcanoQueue("B", capability={GPU: 4}),
+                               "C": VolcanoQueue("C", weight=2)},
+                       pod_groups=dict([pg("a", "A", 2, "Running", 2), pg("b", "B", 2, "Running", 1), pg("b2", "B", 4),
+                                        pg("c", "C", 1, "Running", 1), pg("c2", "C", 4)]))
+    f = share(evaluate_volcano(gang(pod_set("t", 2, gpu=1), kind="Job", volcano_queue="B"), vol, {GPU: 8}))
+    assert f is not None and f.severity == "Waits" and f.data["deserved"] == 2.0 and f.data["held"] == 2

@@ -220,8 +220,8 @@ class Volcano:
         return self.api.items("/api/v1/nodes", "v1", "Node")
 
     def settle(self, namespace: str, groups: list[str], timeout: float = 30) -> dict[str, dict]:
-        """Wait until every PodGroup of ``groups`` is bound whole or has had a condition and
-        then ``SETTLE`` more sessions passed; return name → {"bound": pods bound, "pods": pods,
+        """Wait until every PodGroup of ``groups`` is bound whole and Running, or has had a
+        condition and then ``SETTLE`` more sessions passed; return name → {"bound": pods bound, "pods": pods,
         "phase", "conditions"} as it then stands."""
         deadline = time.monotonic() + timeout
 
@@ -239,7 +239,10 @@ class Volcano:
             return out
 
         def whole(s: dict) -> bool:
-            return s["pods"] > 0 and s["bound"] == s["pods"]
+            # bound, and the PodGroup says so: it turns Running (and the queue's status.allocated
+            # counts it) at the close of a session after the binding; until then the overcommit
+            # plugin still counts it Inqueue
+            return s["pods"] > 0 and s["bound"] == s["pods"] and s["phase"] == "Running"
 
         # 1. every group bound or seen by a session (it has a condition)
         while True:

@@ -202,6 +202,18 @@ def queue_demands(volcano: VolcanoState, gang: GangRequest, queue: str, need: Ma
     return out
 
 
+def queue_allocated(volcano: VolcanoState, gang: GangRequest, queue: str) -> dict[str, int]:
+    """What ``queue`` holds now: max(status.allocated, Σ minResources of its running PodGroups),
+    the running part of ``queue_demands`` (the gang's own PodGroup left out)."""
+    run: dict[str, int] = {}
+    for pg in volcano.pod_groups.values():
+        if pg.queue == queue and pg.phase not in _DONE and not _is_own(pg, gang) and (pg.phase == "Running" or pg.running > 0):
+            run = add_resources(run, pg.min_resources)
+    q = volcano.queues.get(queue)
+    alloc = dict(q.allocated) if q is not None else {}
+    return {r: max(alloc.get(r, 0), run.get(r, 0)) for r in set(alloc) | set(run)}
+
+
 def evaluate_volcano(gang: GangRequest, volcano: VolcanoState, cluster_gpus: dict[str, int] | None = None,
                      cluster: ClusterUsage | None = None) -> QuotaResult:
     """Check a gang against its Volcano Queue.
@@ -365,16 +377,21 @@ def _deserved_share(res: QuotaResult, gang: GangRequest, volcano: VolcanoState, 
     shares = proportion_deserved(dims, queues, total_guarantee)
     mine = shares.get(q.name, {})
     competitors = [o.name for o in queues if o.name != q.name and any(o.request.get(r, 0) > 0 for r in dims)]
+    # The allocate action's check is the queue's allocated + the task ≤ its deserved share
+    # (proportion.go ``queueAllocatable``), task by task until the gang's minimum is placed.
+    held = queue_allocated(volcano, gang, q.name)
     for r, v in need.items():
         if r not in dims:
             continue
         share = mine.get(r, 0.0)
-        if not _le(v * 1000.0, share * 1000.0):
+        h = held.get(r, 0)
+        if not _le((h + v) * 1000.0, share * 1000.0):
             others = [c for c in competitors if demands[c].get(r, 0) > 0]
             res.findings.append(Finding("ExceedsDeservedShare", WAITS,
-                f"gang minimum {fmt(r, v)} {r} exceeds queue {q.name}'s deserved share ({share:g} of {fmt(r, dims[r])}) while "
+                f"gang minimum {fmt(r, v)} {r}" + (f" + {fmt(r, h)} the queue already holds" if h else "")
+                + f" exceeds queue {q.name}'s deserved share ({share:g} of {fmt(r, dims[r])}) while "
                 + (f"queue(s) {', '.join(others[:5])}" + (f" and {len(others) - 5} more" if len(others) > 5 else "")
                    + " also ask for it" if others else "the queue's own other jobs ask for it")
                 + "; it may starve until their demand falls",
-                {"resource": r, "request": v, "deserved": share, "queue": q.name, "plugin": "proportion",
+                {"resource": r, "request": v, "held": h, "deserved": share, "queue": q.name, "plugin": "proportion",
                  "competing_queues": others}))
