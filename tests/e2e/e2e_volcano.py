@@ -162,7 +162,7 @@ class Volcano:
             f"--scheduler-conf={self.dir / 'volcano-scheduler.conf'}", f"--schedule-period={self.period}",
             f"--listen-address=127.0.0.1:{self.metrics_port}", "--enable-metrics=true",
             f"--healthz-address=127.0.0.1:{sched_health}", "--enable-healthz=true", "--cache-dumper=false",
-            f"--scheduler-name={SCHEDULER_NAME}", "-v=2"],
+            f"--scheduler-name={SCHEDULER_NAME}", f"-v={os.environ.get('GANGCHECK_E2E_VOLCANO_V', '2')}"],
             self.work / "vc-scheduler.log").start()
         self.procs.append(sched)
 

@@ -25,6 +25,7 @@ from webhook.adapters.cluster import build_snapshot
 from webhook.engine.decision import FITS, NEVER_FITS
 from webhook.engine.evaluate import evaluate
 from webhook.engine.options import EngineOptions
+from webhook.engine.quantity import parse_quantity
 
 NS = "vc-diff"
 POOL = "vc"  # E2E_LABEL value of the nodes the configurations create
@@ -209,8 +210,33 @@ def known_difference(decision, ref: dict, cfg: dict, objs: list[dict]) -> str | 
       plugin instead, which never reads spec.deserved and shares the cluster by weight
       (proportion.go ``OnSessionOpen``). It is this difference only when gangcheck, given the
       same objects without spec.deserved, says ExceedsDeservedShare (the proportion share).
+    * Another queue's request exceeds the whole cluster on cpu or memory (a background group
+      asking 64 CPUs): the proportion plugin judges a queue satisfied only when its request fits
+      its deserved share on *every* resource (proportion.go ``OnSessionOpen``:
+      ``attr.request.LessEqual(attr.deserved, api.Zero)``), so that queue never is, keeps its
+      weight in every round of the water-filling and holds the other queues' GPU shares below
+      what they ask. gangcheck water-fills each GPU resource on its own (``_deserved_share``:
+      the cluster's GPUs only), where that queue's GPU request is met and it drops out. Seen at
+      seed 7, configuration 47: the scheduler's log (-v=5) gave the gang's queue a deserved
+      3999.92 milli-GPUs for a gang of 4 GPUs, past Volcano's 0.1-milli tolerance, so the second
+      pod was refused; the shortfall is the float remainder of rounds whose order is Go map
+      order, which a per-resource model cannot reproduce. Only a gangcheck Fits that Volcano
+      enqueued (Inqueue) but did not bind, in a cluster with such a queue, is this.
     """
     spec = next((q for q in cfg["queues"] if q["metadata"]["name"] == cfg["queue"]), {}).get("spec") or {}
+    if decision.verdict == FITS and ref["phase"] == "Inqueue" and ref["bound"] < cfg["n"]:
+        total = {"cpu": sum(parse_quantity("cpu", st["status"]["allocatable"]["cpu"]) for _, st in cfg["nodes"]),
+                 "memory": sum(parse_quantity("memory", st["status"]["allocatable"]["memory"]) for _, st in cfg["nodes"])}
+        asked: dict[tuple[str, str], int] = {}
+        for pg, _ in cfg["background"]:
+            for r in total:
+                key = (pg["spec"]["queue"], r)
+                asked[key] = asked.get(key, 0) + parse_quantity(r, pg["spec"]["minResources"].get(r, "0"))
+        never_met = sorted({q for (q, r), v in asked.items() if q != cfg["queue"] and v > total[r]})
+        if never_met:
+            return (f"queue(s) {', '.join(never_met)} ask for more cpu/memory than the cluster has, so the proportion plugin never "
+                    "counts them satisfied and they keep their weight in the GPU split; gangcheck shares each GPU resource on "
+                    "its own (see known_difference)")
     if decision.verdict == FITS and spec.get("deserved") and not ref["bound"] == cfg["n"]:
         plain = [dict(o, spec={k: v for k, v in o["spec"].items() if k != "deserved"}) if o["kind"] == "Queue" else o
                  for o in objs]
