@@ -25,7 +25,6 @@ from webhook.adapters.cluster import build_snapshot
 from webhook.engine.decision import FITS, NEVER_FITS
 from webhook.engine.evaluate import evaluate
 from webhook.engine.options import EngineOptions
-from webhook.engine.quantity import parse_quantity
 
 NS = "vc-diff"
 POOL = "vc"  # E2E_LABEL value of the nodes the configurations create
@@ -210,33 +209,25 @@ def known_difference(decision, ref: dict, cfg: dict, objs: list[dict]) -> str | 
       plugin instead, which never reads spec.deserved and shares the cluster by weight
       (proportion.go ``OnSessionOpen``). It is this difference only when gangcheck, given the
       same objects without spec.deserved, says ExceedsDeservedShare (the proportion share).
-    * Another queue's request exceeds the whole cluster on cpu or memory (a background group
-      asking 64 CPUs): the proportion plugin judges a queue satisfied only when its request fits
-      its deserved share on *every* resource (proportion.go ``OnSessionOpen``:
-      ``attr.request.LessEqual(attr.deserved, api.Zero)``), so that queue never is, keeps its
-      weight in every round of the water-filling and holds the other queues' GPU shares below
-      what they ask. gangcheck water-fills each GPU resource on its own (``_deserved_share``:
-      the cluster's GPUs only), where that queue's GPU request is met and it drops out. Seen at
-      seed 7, configuration 47: the scheduler's log (-v=5) gave the gang's queue a deserved
-      3999.92 milli-GPUs for a gang of 4 GPUs, past Volcano's 0.1-milli tolerance, so the second
-      pod was refused; the shortfall is the float remainder of rounds whose order is Go map
-      order, which a per-resource model cannot reproduce. Only a gangcheck Fits that Volcano
-      enqueued (Inqueue) but did not bind, in a cluster with such a queue, is this.
+    * A boundary of the proportion share: another queue asks for more of some resource than the
+      cluster has (a background group of 64 CPUs, or GPUs beyond the cluster's), so the proportion
+      plugin never counts it satisfied — a queue is satisfied only when its request fits its
+      share on *every* resource (proportion.go ``OnSessionOpen``:
+      ``attr.request.LessEqual(attr.deserved, api.Zero)``) — and the gang's queue approaches
+      exactly what it holds + the gang round after round. Where Volcano's float rounds stop
+      (their order is Go map order) decides the answer: seed 7, configuration 47 logged (-v=5) a
+      deserved of 3999.92 milli-GPUs for a gang of 4 GPUs, past Volcano's 0.1-milli tolerance, so
+      the second pod was refused. gangcheck's share (GPUs only, ``_deserved_share``) says it fits.
+      It is this difference only when Volcano enqueued the gang (Inqueue) but did not bind it,
+      such a queue exists, and the water-filling over cpu, memory and GPUs
+      (``proportion_deserved``) gives the gang's queue, on some resource the gang asks for,
+      within 1 % of what it holds + the gang.
     """
     spec = next((q for q in cfg["queues"] if q["metadata"]["name"] == cfg["queue"]), {}).get("spec") or {}
     if decision.verdict == FITS and ref["phase"] == "Inqueue" and ref["bound"] < cfg["n"]:
-        total = {"cpu": sum(parse_quantity("cpu", st["status"]["allocatable"]["cpu"]) for _, st in cfg["nodes"]),
-                 "memory": sum(parse_quantity("memory", st["status"]["allocatable"]["memory"]) for _, st in cfg["nodes"])}
-        asked: dict[tuple[str, str], int] = {}
-        for pg, _ in cfg["background"]:
-            for r in total:
-                key = (pg["spec"]["queue"], r)
-                asked[key] = asked.get(key, 0) + parse_quantity(r, pg["spec"]["minResources"].get(r, "0"))
-        never_met = sorted({q for (q, r), v in asked.items() if q != cfg["queue"] and v > total[r]})
-        if never_met:
-            return (f"queue(s) {', '.join(never_met)} ask for more cpu/memory than the cluster has, so the proportion plugin never "
-                    "counts them satisfied and they keep their weight in the GPU split; gangcheck shares each GPU resource on "
-                    "its own (see known_difference)")
+        why = _share_boundary(cfg, objs)
+        if why:
+            return why
     if decision.verdict == FITS and spec.get("deserved") and not ref["bound"] == cfg["n"]:
         plain = [dict(o, spec={k: v for k, v in o["spec"].items() if k != "deserved"}) if o["kind"] == "Queue" else o
                  for o in objs]
@@ -245,6 +236,34 @@ def known_difference(decision, ref: dict, cfg: dict, objs: list[dict]) -> str | 
             return ("spec.deserved is read as the capacity plugin's share; the proportion plugin configured here ignores it "
                     "and its share by weight is below the gang (see known_difference)")
     return None
+
+
+def _share_boundary(cfg: dict, objs: list[dict]) -> str | None:
+    """See ``known_difference``: the boundary case of the proportion share, or None."""
+    from webhook.engine.quota import QueueDemand, proportion_deserved
+    from webhook.engine.quota.volcano import queue_allocated, queue_demands
+    snap = build_snapshot(objs, source="e2e-volcano")
+    pg, pods = cfg["gang"]
+    gang = adapt(as_vcjob(pg["metadata"]["name"], cfg["queue"], cfg["n"], pods[0]), source="e2e-volcano")
+    need = {r: v for r, v in gang.total_requests().items() if v > 0 and r != "pods"}
+    total = {r: float(snap.alloc[:, c].sum()) for r, c in snap.col.items() if r in ("cpu", "memory", GPU)}
+    demands = queue_demands(snap.volcano, gang, cfg["queue"], need)
+    never = sorted(q for q, d in demands.items() if q != cfg["queue"] and any(v > total.get(r, 0) for r, v in d.items()))
+    if not never:
+        return None
+    vq = snap.volcano.queues
+    queues = [QueueDemand(q, vq[q].weight, d, dict(vq[q].capability), dict(vq[q].guarantee)) for q, d in sorted(demands.items()) if q in vq]
+    total_guarantee: dict = {}
+    for q in vq.values():
+        for r, v in q.guarantee.items():
+            total_guarantee[r] = total_guarantee.get(r, 0) + v
+    mine = proportion_deserved(total, queues, total_guarantee).get(cfg["queue"], {})
+    held = queue_allocated(snap.volcano, gang, cfg["queue"])
+    edge = [r for r, v in need.items() if r in mine and abs(mine[r] - (held.get(r, 0) + v)) <= 0.01 * (held.get(r, 0) + v)]
+    if not edge:
+        return None
+    return (f"queue(s) {', '.join(never)} ask for more than the cluster has and are never satisfied; the gang's queue's share of "
+            f"{', '.join(edge)} is exactly what it holds + the gang, where Volcano's float rounds end below it (see known_difference)")
 
 
 @pytest.mark.local_only
