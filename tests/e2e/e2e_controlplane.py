@@ -359,7 +359,9 @@ class ControlPlane:
         self.start_apiserver()
         self.wait_apiserver_ready(90)
 
-    def start_scheduler(self) -> None:
+    def start_scheduler(self, extra_args: Iterable[str] = ()) -> None:
+        """Start kube-scheduler (once; a no-op while it runs). ``extra_args`` are appended after
+        the default flags (e.g. ``--feature-gates=...``); without them it runs as before."""
         if self.scheduler is not None and self.scheduler.alive():
             return
         self.scheduler_port = free_port()  # /metrics, /healthz (HTTPS; the admin client certificate)
@@ -367,6 +369,7 @@ class ControlPlane:
             str(self.bindir / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}", "--v=2",
+            *extra_args,
         ], self.log_dir / "kube-scheduler.log").start()
 
     def stop(self) -> None:
