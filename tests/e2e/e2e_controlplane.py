@@ -331,6 +331,14 @@ class ControlPlane:
             "--enable-admission-plugins=ExtendedResourceToleration",
             f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
             f"--service-account-key-file={p['sa.pub']}", f"--service-account-signing-key-file={p['sa.key']}",
+            # 1.37 refuses to start when the endpoint reconciler would publish a loopback address
+            # as the `kubernetes` Service's endpoint (pkg/controlplane/instance.go: "cannot use
+            # public IP ... with endpoint reconciler", reconcilers/lease.go ValidateIP; absent in
+            # 1.36). Advertising 127.0.0.1, no Endpoints are published (nothing in-cluster here
+            # could reach them); a plane that advertises another address (tests/node) keeps the
+            # default lease reconciler.
+            *([] if any(a.startswith("--advertise-address=") for a in self.apiserver_args)
+              else ["--endpoint-reconciler-type=none"]),
             "--v=1", *self.apiserver_args,
         ], self.log_dir / "kube-apiserver.log").start()
 

@@ -228,9 +228,31 @@ def clear(api: Api) -> None:
     api.delete_all(f"{SCHED}/namespaces/{NS}/podgroups")
     api.delete_all(f"{SCHED}/namespaces/{NS}/workloads")
     api.delete_all("/api/v1/nodes", E2E_LABEL)
-    wait_for(lambda: not api.items(f"/api/v1/namespaces/{NS}/pods", "v1", "Pod")
-             and not api.items(f"{SCHED}/namespaces/{NS}/podgroups", "scheduling.k8s.io/v1beta1", "PodGroup")
-             and not api.items("/api/v1/nodes", "v1", "Node"), 60, "the previous batch to be deleted", 0.2)
+    # The PodGroupProtection admission plugin stamps a finalizer on every PodGroup, which
+    # kube-controller-manager's podgroup-protection controller removes once no pod uses the
+    # group (pkg/controller/scheduling/podgroupprotection/podgroup_protection_controller.go);
+    # no controller-manager runs here, so once the pods are gone we do what it would.
+    def unprotect() -> None:
+        for g in api.items(f"{SCHED}/namespaces/{NS}/podgroups", "scheduling.k8s.io/v1beta1", "PodGroup"):
+            if g["metadata"].get("finalizers") and g["metadata"].get("deletionTimestamp"):
+                api.request("PATCH", f"{SCHED}/namespaces/{NS}/podgroups/{g['metadata']['name']}",
+                            {"metadata": {"finalizers": None}}, ctype="application/merge-patch+json")
+    left: dict[str, list[str]] = {}
+
+    def gone() -> bool:
+        left.clear()
+        unprotect()
+        for what, path, kind in (("pods", f"/api/v1/namespaces/{NS}/pods", "Pod"),
+                                 ("podgroups", f"{SCHED}/namespaces/{NS}/podgroups", "PodGroup"),
+                                 ("nodes", "/api/v1/nodes", "Node")):
+            names = [o["metadata"]["name"] for o in api.items(path, "v1", kind)]
+            if names:
+                left[what] = names[:5]
+        return not left
+    try:
+        wait_for(gone, 60, "the previous batch to be deleted", 0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; left: {left}") from None
 
 
 def pod_state(pod: dict) -> str | None:
