@@ -85,9 +85,9 @@ from webhook.engine.options import EngineOptions
 
 NS = "gang-diff"
 SEED = int(os.environ.get("GANGCHECK_E2E_GANG_SEED", "20261202"))
-CLUSTERS = int(os.environ.get("GANGCHECK_E2E_GANG_CLUSTERS", "60"))
+CLUSTERS = int(os.environ.get("GANGCHECK_E2E_GANG_CLUSTERS", "100"))
 #: clusters run at once (disjoint node pools)
-BATCH = int(os.environ.get("GANGCHECK_E2E_GANG_BATCH", "10"))
+BATCH = int(os.environ.get("GANGCHECK_E2E_GANG_BATCH", "20"))
 #: seconds a gang is given to be decided by kube-scheduler
 BOUND = float(os.environ.get("GANGCHECK_E2E_GANG_BOUND", "20"))
 #: run only these clusters (comma-separated indices; all are still drawn, so each is the same as
