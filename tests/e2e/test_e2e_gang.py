@@ -36,8 +36,9 @@ What kube-scheduler v1.37 does (k8s.io/kubernetes v1.37.2, read in the module ca
   The PodGroup gets the condition ``PodGroupInitiallyScheduled`` True (Scheduled) or False
   (Unschedulable) (``submitPodGroupAlgorithmResult`` → ``updatePodGroupCondition``).
 * With N pods of one shape, placing them one at a time is exact: a pod on node n lowers only
-  n's count of pods that fit by one, so the greedy cycle places all N iff
-  Σ_n (pods of the shape that fit node n now) ≥ N — what gangcheck's Fits computes.
+  n's count of pods that fit by one (a hostPort or the self anti-affinity caps that count at
+  one), so the greedy cycle places all N iff Σ_n (pods of the shape that fit node n now) ≥ N —
+  what gangcheck's Fits computes.
 
 The differential (seeded; ``GANGCHECK_E2E_GANG_SEED`` / ``_CLUSTERS`` / ``_BATCH`` / ``_BOUND``
 / ``_ONLY``): ``CLUSTERS`` random small clusters — Node objects with status (GPU counts, a GPU
@@ -45,7 +46,9 @@ allocatable below capacity, pod slots, zone/product labels), bound pods using pa
 taints (NoSchedule, NoExecute, PreferNoSchedule, GKE-style GPU taints the API server's
 ExtendedResourceToleration lifts), cordons, NotReady taints — and one gang each: a Workload with
 one pod group template of minCount N, its PodGroup, and N pods of identical requests (maybe a
-nodeSelector, a required node affinity, tolerations), each naming the PodGroup in
+nodeSelector, a required node affinity, tolerations, a hostPort some bound pods hold too, a
+required pod anti-affinity against the gang itself on kubernetes.io/hostname, a sidecar or a
+plain init container), each naming the PodGroup in
 ``spec.schedulingGroup``. Each cluster is a node pool of its own (label ``E2E_LABEL`` =
 ``gang-NN``; every gang's nodeSelector names its pool), so ``BATCH`` clusters run at once.
 
@@ -103,6 +106,7 @@ SCHED = "/apis/scheduling.k8s.io/v1beta1"
 PRODUCTS = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-L4"]
 PRODUCT = "nvidia.com/gpu.product"
 ZONE = "e2e.gangcheck.io/zone"
+PORT = 9000  # a hostPort some gangs and some bound pods ask for
 CONDITION = "PodGroupInitiallyScheduled"  # k8s.io/api scheduling/v1beta1 PodGroupInitiallyScheduled
 
 
@@ -117,7 +121,7 @@ def random_cluster(rng: random.Random, idx: int) -> dict:
     """Nodes (with status), bound pods, and one gang (Workload, PodGroup, N pods) for cluster ``idx``."""
     prefix, pool = f"g{idx:02d}", pool_of(idx)
     nodes, bound = [], []
-    for j in range(rng.randint(3, 6)):
+    for j in range(rng.randint(3, 7)):
         name = f"{prefix}-n{j}"
         gpus = rng.choice([0, 4, 8, 8, 8])
         labels = {ZONE: rng.choice(["a", "b"])}
@@ -145,9 +149,10 @@ def random_cluster(rng: random.Random, idx: int) -> dict:
         nodes.append({**node, **status})
         for k in range(rng.choice([0, 0, 1, 2])):
             bound.append(pod_obj(f"{name}-busy{k}", NS, node=name, gpus=rng.choice([0, 2, 4]) if gpus else 0,
-                                 cpu=str(rng.choice([2, 8, 12])), memory=f"{rng.choice([8, 64])}Gi"))
+                                 cpu=str(rng.choice([2, 8, 12])), memory=f"{rng.choice([8, 64])}Gi",
+                                 host_port=PORT if rng.random() < 0.1 else None))
     # the gang: n pods of one shape, confined to the pool
-    n = rng.choice([2, 2, 3, 4, 4, 6, 8])
+    n = rng.choice([1, 2, 2, 3, 3, 4, 6, 8])
     gpus = rng.choice([0, 0, 1, 2, 4, 8])
     sel = {E2E_LABEL: pool}
     if rng.random() < 0.15:
@@ -159,17 +164,29 @@ def random_cluster(rng: random.Random, idx: int) -> dict:
         tol.append({"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"})
     if rng.random() < 0.1:
         tol.append({"key": "example.com/maintenance", "operator": "Exists"})
-    shape = {"gpus": gpus, "cpu": str(rng.choice([1, 2, 4, 8, 16])), "memory": f"{rng.choice([1, 8, 32, 96])}Gi"}
+    shape = {"gpus": gpus, "cpu": str(rng.choice([1, 2, 4, 8, 16])), "memory": f"{rng.choice([1, 8, 32, 64])}Gi"}
     affinity = None
     if rng.random() < 0.15:
         expr = rng.choice([{"key": ZONE, "operator": "In", "values": [rng.choice(["a", "b"])]},
                            {"key": PRODUCT, "operator": "NotIn", "values": [rng.choice(PRODUCTS)]},
                            {"key": PRODUCT, "operator": "DoesNotExist"}])
         affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}
-    template = pod_obj("template", NS, node_selector=sel, tolerations=tol or None, **shape)["spec"]
+    labels = {"app": prefix}
+    template = pod_obj("template", NS, node_selector=sel, tolerations=tol or None,
+                       host_port=PORT if rng.random() < 0.15 else None, **shape)["spec"]
+    if rng.random() < 0.12:  # one pod of the gang per node: required anti-affinity against itself
+        affinity = {**(affinity or {}), "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}}
     if affinity:
         template["affinity"] = affinity
-    return {"idx": idx, "pool": pool, "nodes": nodes, "bound": bound, "n": n, "spec": template}
+    r = rng.random()
+    if r < 0.15:  # a sidecar (restartable init container) adds to the app's requests
+        template["initContainers"] = [{"name": "sidecar", "image": "x", "restartPolicy": "Always",
+                                       "resources": {"requests": {"cpu": str(rng.choice([1, 4])), "memory": "1Gi"}}}]
+    elif r < 0.25:  # a plain init container: the larger of it and the app counts
+        template["initContainers"] = [{"name": "init", "image": "x", "resources": {
+            "requests": {"cpu": str(rng.choice([2, 12])), "memory": f"{rng.choice([1, 100])}Gi"}}}]
+    return {"idx": idx, "pool": pool, "nodes": nodes, "bound": bound, "n": n, "labels": labels, "spec": template}
 
 
 def gang_objects(cfg: dict, suffix: str = "") -> tuple[dict, dict, list[dict]]:
@@ -185,14 +202,15 @@ def gang_objects(cfg: dict, suffix: str = "") -> tuple[dict, dict, list[dict]]:
         spec = json.loads(json.dumps(cfg["spec"]))
         spec["schedulingGroup"] = {"podGroupName": f"{name}-workers"}
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{k}", "namespace": NS,
-                     "labels": {"gang.e2e.gangcheck.io/group": f"{name}-workers"}}, "spec": spec})
+                     "labels": {**cfg["labels"], "gang.e2e.gangcheck.io/group": f"{name}-workers"}}, "spec": spec})
     return workload, group, pods
 
 
 def as_job(cfg: dict) -> dict:
     """The gang as gangcheck sees it at admission: a batch/v1 Job of N pods of the gang's spec."""
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"g{cfg['idx']:02d}", "namespace": NS},
-            "spec": {"parallelism": cfg["n"], "completions": cfg["n"], "template": {"spec": json.loads(json.dumps(cfg["spec"]))}}}
+            "spec": {"parallelism": cfg["n"], "completions": cfg["n"],
+                     "template": {"metadata": {"labels": dict(cfg["labels"])}, "spec": json.loads(json.dumps(cfg["spec"]))}}}
 
 
 def gangcheck_verdict(objs: list[dict], cfg: dict):
