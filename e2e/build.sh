@@ -27,7 +27,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 k8s_version="$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/go.mod")"
 etcd_version="$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/etcd/go.mod")"
 log_tag=controlplane
-# Kubernetes 1.36 needs go >= 1.26; GOTOOLCHAIN=auto lets the go command fetch one if older.
+# Kubernetes 1.37 needs go >= 1.26; GOTOOLCHAIN=auto lets the go command fetch one if older.
 source "$here/build-lib.sh"
 bin="$cache_root/$k8s_version/bin"
 mkdir -p "$bin"

@@ -331,6 +331,14 @@ class ControlPlane:
             "--enable-admission-plugins=ExtendedResourceToleration",
             f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
             f"--service-account-key-file={p['sa.pub']}", f"--service-account-signing-key-file={p['sa.key']}",
+            # 1.37 refuses to start when the endpoint reconciler would publish a loopback address
+            # as the `kubernetes` Service's endpoint (pkg/controlplane/instance.go: "cannot use
+            # public IP ... with endpoint reconciler", reconcilers/lease.go ValidateIP; absent in
+            # 1.36). Advertising 127.0.0.1, no Endpoints are published (nothing in-cluster here
+            # could reach them); a plane that advertises another address (tests/node) keeps the
+            # default lease reconciler.
+            *([] if any(a.startswith("--advertise-address=") for a in self.apiserver_args)
+              else ["--endpoint-reconciler-type=none"]),
             "--v=1", *self.apiserver_args,
         ], self.log_dir / "kube-apiserver.log").start()
 
@@ -359,7 +367,9 @@ class ControlPlane:
         self.start_apiserver()
         self.wait_apiserver_ready(90)
 
-    def start_scheduler(self) -> None:
+    def start_scheduler(self, extra_args: Iterable[str] = ()) -> None:
+        """Start kube-scheduler (once; a no-op while it runs). ``extra_args`` are appended after
+        the default flags (e.g. ``--feature-gates=...``); without them it runs as before."""
         if self.scheduler is not None and self.scheduler.alive():
             return
         self.scheduler_port = free_port()  # /metrics, /healthz (HTTPS; the admin client certificate)
@@ -367,6 +377,7 @@ class ControlPlane:
             str(self.bindir / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}", "--v=2",
+            *extra_args,
         ], self.log_dir / "kube-scheduler.log").start()
 
     def stop(self) -> None:
