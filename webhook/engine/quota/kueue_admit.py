@@ -140,13 +140,38 @@ def _requested(gang: GangRequest) -> dict[str, int]:
     return {r: v for r, v in gang.total_requests().items() if v}
 
 
-def _flavor_matches(ps: PodSet, flavor: ResourceFlavor | None) -> bool:
-    """Kueue's flavor/pod compatibility: selector keys agree and flavor taints are tolerated."""
+def _label_keys(kueue: KueueState, group) -> frozenset[str]:
+    """The nodeLabels keys of a resource group's flavors (kueue pkg/cache/scheduler/
+    clusterqueue.go updateLabelKeys: ResourceGroup.LabelKeys)."""
+    keys: set[str] = set()
+    for f in group.flavors:
+        flavor = kueue.flavors.get(f.name)
+        if flavor is not None:
+            keys.update(flavor.node_labels)
+    return frozenset(keys)
+
+
+def _flavor_matches(ps: PodSet, flavor: ResourceFlavor | None, label_keys: frozenset[str] = frozenset()) -> bool:
+    """Kueue's flavor/pod compatibility (flavorassigner.go checkFlavorForPodSets, flavorSelector):
+    the pod set's nodeSelector and required node affinity, cut down to the keys some flavor of
+    the group labels (``label_keys``; an affinity term left empty matches every flavor), must
+    match the flavor's nodeLabels as a node's labels — so a key the group uses that this flavor
+    lacks does not match; and the flavor's NoSchedule/NoExecute taints must be tolerated."""
     if flavor is None:
         return True
-    for k, v in flavor.node_labels.items():
-        if k in ps.node_selector and ps.node_selector[k] != v:
+    labels = flavor.node_labels
+    for k, v in ps.node_selector.items():
+        if k in label_keys and labels.get(k) != v:
             return False
+    terms: list[tuple] | None = []
+    for t in ps.required_affinity:
+        exprs = tuple(e for e in t.match_expressions if e.key in label_keys)
+        if not exprs:
+            terms = None  # this ORed term asks nothing of a flavor: every flavor matches
+            break
+        terms.append(exprs)
+    if terms and not any(all(e.matches(labels) for e in exprs) for exprs in terms):
+        return False
     tolerations = ps.tolerations + flavor.tolerations
     for t in flavor.node_taints:
         if t.effect in ("NoSchedule", "NoExecute") and not any(tol.tolerates(t) for tol in tolerations):
@@ -238,7 +263,8 @@ def _candidate_flavors(a: _Admission) -> tuple[dict[str, list[str]], bool]:
             groups[id(g)] = g
         names: list[str] | None = None
         for g in groups.values():
-            fl = [f.name for f in g.flavors if _flavor_matches(ps, a.kueue.flavors.get(f.name))]
+            keys = _label_keys(a.kueue, g)
+            fl = [f.name for f in g.flavors if _flavor_matches(ps, a.kueue.flavors.get(f.name), keys)]
             names = fl if names is None else [n for n in names if n in fl]
         if names is None:
             names = []
