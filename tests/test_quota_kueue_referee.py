@@ -68,3 +68,32 @@ def test_required_affinity_on_a_group_label_key_narrows_flavors():
     other = NodeSelectorTerm((NodeSelectorRequirement("example.com/other", "In", ("z",)),))
     res = evaluate_kueue(gang(pod_set("w", 2, gpu=8, required_affinity=(other,)), queue="lq"), k)
     assert codes(res) == [], res.findings
+
+
+def two_groups(cpu_cores: int, gpus: int) -> KueueState:
+    """One ClusterQueue with two resource groups: cpu in flavor c, GPUs in flavor g (a flavor
+    belongs to one group of a ClusterQueue)."""
+    flavors = {"c": ResourceFlavor("c", node_labels={POOL: "c"}), "g": ResourceFlavor("g", node_labels={POOL: "g"})}
+    groups = (ResourceGroup(("cpu",), (FlavorQuotas("c", {"cpu": ResourceQuota(cpu_cores * 1000)}),)),
+              ResourceGroup((GPU,), (FlavorQuotas("g", {GPU: ResourceQuota(gpus)}),)))
+    return KueueState(flavors=flavors, cluster_queues={"cq": ClusterQueue("cq", groups)},
+                      local_queues={("default", "lq"): LocalQueue("default", "lq", "cq")})
+
+
+def test_each_resource_group_gets_its_own_flavor():
+    # kueue flavorassigner.go assignFlavors / findFlavorForPodSets: a flavor per resource
+    # group (RGByResource), so cpu comes from c and GPUs from g. Before: the flavors of both
+    # groups were intersected (none in common) and the pod set matched no flavor.
+    res = evaluate_kueue(gang(pod_set("w", 2, gpu=2, cpu=1), queue="lq"), two_groups(8, 8))
+    assert codes(res) == [], res.findings
+    assert res.report["flavors"] == {"w": "g"}
+    assert sorted(f.name for f in res.candidate_flavors["w"]) == ["c", "g"]
+
+
+def test_each_resource_group_has_its_own_maximum():
+    res = evaluate_kueue(gang(pod_set("w", 2, gpu=8, cpu=1), queue="lq"), two_groups(8, 8))
+    f = next(f for f in res.findings if f.code == "ExceedsMaxQuota")
+    assert f.data["flavor"] == "g" and f.data["resource"] == GPU and f.data["maximum"] == 8
+    res = evaluate_kueue(gang(pod_set("w", 2, gpu=1, cpu=5), queue="lq"), two_groups(8, 8))
+    f = next(f for f in res.findings if f.code == "ExceedsMaxQuota")
+    assert f.data["flavor"] == "c" and f.data["resource"] == "cpu"
