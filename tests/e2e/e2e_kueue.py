@@ -212,6 +212,10 @@ class Kueue:
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "clientConnection": {"qps": 1000, "burst": 2000},
+            # the referee creates hundreds of queues at once (upstream's defaults: 1 worker for each queue kind)
+            "controller": {"groupKindConcurrency": {"Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 3,
+                                                    "ClusterQueue.kueue.x-k8s.io": 3, "Cohort.kueue.x-k8s.io": 3,
+                                                    "ResourceFlavor.kueue.x-k8s.io": 3}},
             "integrations": {"frameworks": ["batch/job"]},
         }
 

@@ -204,7 +204,7 @@ def _active(api: eq.Api, names: set[str]) -> bool:
 # ---------------------------------------------------------------- the differential
 
 SEED = int(os.environ.get("GANGCHECK_E2E_KUEUE_SEED", "20261202"))
-CONFIGS = int(os.environ.get("GANGCHECK_E2E_KUEUE_CONFIGS", "240"))
+CONFIGS = int(os.environ.get("GANGCHECK_E2E_KUEUE_CONFIGS", "200"))
 #: Run only these configurations (comma-separated indices; all are still drawn, so each is the
 #: same as in a full run): to reproduce one.
 ONLY = {int(x) for x in os.environ.get("GANGCHECK_E2E_KUEUE_ONLY", "").split(",") if x.strip()}
@@ -288,14 +288,14 @@ def random_config(rng: random.Random, idx: int) -> dict:
     def pod_sets(n: int, prior: bool) -> list[dict]:
         out = []
         for j in range(n):
-            ps = {"name": f"ps{j}", "count": rng.choice([1, 1, 2, 3, 4]),
-                  "gpu": rng.choice([0, 1, 1, 2, 2, 4]) if prior else rng.choice([0, 1, 1, 2, 2, 4, 8]),
+            ps = {"name": f"ps{j}", "count": rng.choice([1, 2, 2, 3, 4]) if prior else rng.choice([1, 1, 2, 3, 4]),
+                  "gpu": rng.choice([0, 1, 2, 2, 4]) if prior else rng.choice([0, 1, 1, 2, 2, 4, 8]),
                   "cpu": rng.choice([1, 2, 4]) if prior else rng.choice([1, 1, 2, 4, 8])}
-            if rng.random() < 0.2:
+            if rng.random() < 0.12:
                 f = rng.choice(flavors)
                 key = rng.choice(sorted(f["labels"]))
                 ps["selector"] = {key: f["labels"][key] if rng.random() < 0.8 else "other"}
-            tol = [{"key": "dedicated", "operator": "Exists"}] if rng.random() < 0.75 else []
+            tol = [{"key": "dedicated", "operator": "Exists"}] if rng.random() < 0.85 else []
             if tol:
                 ps["tolerations"] = tol
             out.append(ps)
