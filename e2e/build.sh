@@ -10,6 +10,8 @@
 #                                            e2e/build-karpenter.sh, its own cache directory)
 #   vc-scheduler, vc-controller-manager      from volcano.sh/volcano (e2e/volcano/go.mod;
 #   + Volcano's CRDs and scheduler config    e2e/build-volcano.sh, its own cache directory)
+#   kueue + Kueue's CRDs                     from sigs.k8s.io/kueue (e2e/kueue/go.mod;
+#                                            e2e/build-kueue.sh, its own cache directory)
 #   helm                                     from helm.sh/helm/v3 (e2e/helm/go.mod;
 #                                            e2e/build-helm.sh, its own cache directory)
 #
@@ -100,6 +102,8 @@ echo "$node_recipe" >"$bin/RECIPE-node"
 bash "$here/build-karpenter.sh" >/dev/null || log "WARNING: building karpenter-kwok FAILED (see above): the Karpenter referee will not run"
 # The Volcano referee (tests/e2e/test_e2e_volcano.py): the same rule.
 bash "$here/build-volcano.sh" >/dev/null || log "WARNING: building Volcano FAILED (see above): the Volcano referee will not run"
+# The Kueue quota referee (tests/e2e/test_e2e_kueue.py): the same rule, a failure only warns.
+bash "$here/build-kueue.sh" >/dev/null || log "WARNING: building kueue FAILED (see above): the Kueue referee will not run"
 # helm, for the chart tests (tests/helm, tests/helm_tool.py): the same rule, a failure only warns.
 bash "$here/build-helm.sh" >/dev/null || log "WARNING: building helm FAILED (see above): the Helm chart tests will not run"
 echo "$bin"

@@ -81,7 +81,7 @@ def test_candidate_flavors_keep_the_queues_order_and_drop_what_the_pod_set_canno
                "a100": ResourceFlavor("a100", {"product": "A100"}), "h100": ResourceFlavor("h100", {"product": "H100"})}
     g = gang(pod_set("w", 2, gpu=4, cpu=1, selector={"product": "H100"}),
              pod_set("x", 1, gpu=1, tolerations=[toleration("spot")]), kind="Job", queue="lq")
-    candidates, blocked = _candidate_flavors(_admission(cq, g, flavors))
+    candidates, blocked, _ = _candidate_flavors(_admission(cq, g, flavors))
     # w: spot's taint is not tolerated, a100's label disagrees with the selector; x tolerates spot.
     assert candidates == {"w": ["h100"], "x": ["spot", "a100", "h100"]} and blocked is False
 
@@ -89,7 +89,7 @@ def test_candidate_flavors_keep_the_queues_order_and_drop_what_the_pod_set_canno
 def test_candidate_flavors_block_on_a_resource_no_group_covers():
     cq = ClusterQueue("q", groups(("h100", 8)))
     a = _admission(cq, gang(pod_set("w", 1, gpu=1, cpu=2), kind="Job", queue="lq"))
-    candidates, blocked = _candidate_flavors(a)
+    candidates, blocked, _ = _candidate_flavors(a)
     assert blocked is True and candidates == {"w": ["h100"]}
     assert [(f.code, f.data["resource"]) for f in a.res.findings] == [("ResourceNotCovered", "cpu")]
 

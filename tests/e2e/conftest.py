@@ -153,16 +153,27 @@ def cluster(request):
             plane.start()
             print(f"[e2e] control plane ready in {plane.startup_seconds:.1f}s at {plane.server}", file=sys.stderr)
             c = Cluster(cp.Kube(str(bindir / "kubectl"), plane.kubeconfig), plane.kubeconfig, plane, plane.dir)
-        _install_crds(c.kube)
+        _install_crds(c.kube, config)
         c.ensure_namespace(SYSTEM_NS)
         yield c
     finally:
         cleanup()
 
 
-def _install_crds(kube: cp.Kube) -> None:
+def _install_crds(kube: cp.Kube, config) -> None:
+    """The CRDs of the kinds the tier uses: Kueue's own (from the module e2e/build-kueue.sh
+    downloads; server-side, the Workload CRD is too large for a client-side apply), and
+    permissive stand-ins in tests/e2e/crds for the other kinds."""
+    import e2e_kueue
+
+    kueue_crds = e2e_kueue.crds_dir()
+    if not sorted(kueue_crds.glob("*.yaml")):
+        _unavailable(config, f"Kueue's CRDs missing from {kueue_crds} (run `make controlplane`: e2e/build-kueue.sh)")
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(kueue_crds), timeout=120)
     kube.run("apply", "-f", str(CRDS))
-    kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+    # a CRD created a moment ago may have no status yet (kubectl wait then fails at once): retry
+    cp.wait_for(lambda: kube.run("wait", "--for=condition=Established", "--timeout=30s", "-f", str(CRDS), "-f", str(kueue_crds),
+                                 check=False).code == 0, 90, "the CRDs Established")
     # discovery of the new groups: kubectl caches it; make sure every kind resolves
     cp.wait_for(lambda: kube.run("get", "clusterqueues.kueue.x-k8s.io,pytorchjobs.kubeflow.org,rayjobs.ray.io", "-A",
                                  check=False).code == 0, 30, "CRDs served")

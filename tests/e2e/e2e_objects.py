@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from e2e_controlplane import E2E_LABEL, GPU, Kube, create_nodes, node_obj, pod_obj
 
-KV = "kueue.x-k8s.io/v1beta1"
+KV = "kueue.x-k8s.io/v1beta2"  # the storage version of Kueue's CRDs, which the tier installs
 PREFIX = "gangcheck.io/"
 SYSTEM_NS = "gangcheck-system"
 POLICY_CM = "gangcheck-policy"
@@ -20,11 +20,9 @@ def flavor(name: str, node_labels: dict) -> dict:
     return {"apiVersion": KV, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {"nodeLabels": node_labels}}
 
 
-def cluster_queue(name: str, flavor_name: str, gpus: int, *, cpu: str = "10000", memory: str = "100000Gi",
-                  used_gpus: int = 0) -> dict:
-    def usage(g):
-        return [{"name": flavor_name, "resources": [{"name": "cpu", "total": "0"}, {"name": "memory", "total": "0"},
-                                                     {"name": GPU, "total": str(g)}]}]
+def cluster_queue(name: str, flavor_name: str, gpus: int, *, cpu: str = "10000", memory: str = "100000Gi") -> dict:
+    """A ClusterQueue outside any cohort (so it cannot borrow). No status: Kueue's CRD makes it a
+    subresource, and no Kueue runs outside the Kueue referee, so its usage reads as none."""
     return {
         "apiVersion": KV, "kind": "ClusterQueue", "metadata": {"name": name},
         "spec": {
@@ -32,10 +30,8 @@ def cluster_queue(name: str, flavor_name: str, gpus: int, *, cpu: str = "10000",
             "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [{
                 "name": flavor_name, "resources": [
                     {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory},
-                    {"name": GPU, "nominalQuota": str(gpus), "borrowingLimit": "0"}]}]}],
+                    {"name": GPU, "nominalQuota": str(gpus)}]}]}],
         },
-        "status": {"flavorsReservation": usage(used_gpus), "flavorsUsage": usage(used_gpus),
-                   "pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0},
     }
 
 

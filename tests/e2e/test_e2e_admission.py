@@ -1,7 +1,7 @@
 """kubectl apply through a real API server with gangcheck registered as its admission webhook.
 
 The cluster: a scaled-down seed (7 H100 nodes of which 3 half used and 1 cordoned, a CPU node;
-Kueue flavor h100, ClusterQueue with 32 GPUs and borrowingLimit 0, LocalQueue llm/llm-queue).
+Kueue flavor h100, ClusterQueue with 32 GPUs in no cohort, LocalQueue llm/llm-queue).
 """
 
 from __future__ import annotations

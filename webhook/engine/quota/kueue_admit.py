@@ -16,7 +16,7 @@ chain has a cycle is inactive (pkg/cache/scheduler/snapshot.go, HasCycle).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..model import ClusterQueue, Finding, GangRequest, KueueState, PodSet, ResourceFlavor
 from .common import INFO, NEVER, WAITS, QuotaResult, fmt
@@ -58,10 +58,11 @@ def evaluate_kueue(gang: GangRequest, kueue: KueueState, reserved=None) -> Quota
     if _tree_unusable(gang, cq, tree, res):
         return res
     a = _Admission(gang, kueue, cq, tree, res)
-    all_candidates, blocked = _candidate_flavors(a)
+    all_candidates, blocked, units = _candidate_flavors(a)
     res.report.update({"request": _requested(gang), "cohort": cq.cohort})
-    # Only pod sets asking for something the ClusterQueue covers take part in flavor assignment.
-    quota_sets = [] if blocked else [ps for ps in gang.pod_sets if a.covered(ps.name)]
+    # Only pod sets asking for something the ClusterQueue covers take part in flavor assignment,
+    # one unit per (pod set, resource group) it asks of: Kueue picks a flavor per resource group.
+    quota_sets = [] if blocked else [u for u in units if a.covered(u.name)]
     if not quota_sets:
         res.report["limits"] = {}
         return res
@@ -77,12 +78,11 @@ def evaluate_kueue(gang: GangRequest, kueue: KueueState, reserved=None) -> Quota
         # Kueue places the pods only on nodes of a flavor that matches the pod set, so the node
         # view keeps those flavors' nodeLabels even when quota fails (issue #17 item 17: the
         # same pod shape must show the same eligible nodes whether quota holds or not).
-        res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in all_candidates[ps.name]]
-                                 for ps in quota_sets if all_candidates[ps.name]}
+        res.candidate_flavors = a.per_pod_set(quota_sets, all_candidates, skip_empty=True)
         return res
-    res.candidate_flavors = {ps.name: [kueue.flavors.get(f) or ResourceFlavor(f) for f in candidates[ps.name]] for ps in quota_sets}
+    res.candidate_flavors = a.per_pod_set(quota_sets, candidates)
     assignment, shortfall = _assign_now(a, quota_sets, candidates, best_ever)
-    res.report["flavors"] = assignment
+    res.report["flavors"] = a.main_flavor(quota_sets, assignment)
     if shortfall is not None:
         res.findings.append(_waiting_for_quota(a, *shortfall))
     return res
@@ -112,9 +112,36 @@ class _Admission:
     res: QuotaResult
     memo: dict[tuple[str, str], FlavorLimit] = field(default_factory=dict)
     requests: dict[str, dict[str, int]] = field(init=False)
+    #: unit name → its pod set's name (a unit is a pod set's requests of one resource group)
+    pod_set_of: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.requests = {ps.name: _pod_set_request(ps) for ps in self.gang.pod_sets}
+
+    def per_pod_set(self, units: list[PodSet], flavors: dict[str, list[str]], skip_empty: bool = False) -> dict[str, list[ResourceFlavor]]:
+        """Pod set → the flavors of its units (in order, once each): the nodes a pod set may use
+        are those of one of them (with several resource groups a pod gets every group's flavor
+        labels, which this union does not narrow: more nodes, never fewer)."""
+        out: dict[str, list[ResourceFlavor]] = {}
+        for u in units:
+            names = flavors.get(u.name) or []
+            if skip_empty and not names:
+                continue
+            lst = out.setdefault(self.pod_set_of.get(u.name, u.name), [])
+            for f in names:
+                if all(x.name != f for x in lst):
+                    lst.append(self.kueue.flavors.get(f) or ResourceFlavor(f))
+        return out
+
+    def main_flavor(self, units: list[PodSet], assignment: dict[str, str]) -> dict[str, str]:
+        """Pod set → the flavor assigned to its unit of a device resource (else its first unit)."""
+        out: dict[str, str] = {}
+        for u in units:
+            ps = self.pod_set_of.get(u.name, u.name)
+            device = any(r not in ("cpu", "memory", "ephemeral-storage", "pods") for r in self.requests[u.name])
+            if ps not in out or device:
+                out[ps] = assignment[u.name]
+        return out
 
     def limit(self, flavor: str, resource: str) -> FlavorLimit:
         """``kueue_limits`` of the ClusterQueue in (flavor, resource), computed once."""
@@ -140,13 +167,38 @@ def _requested(gang: GangRequest) -> dict[str, int]:
     return {r: v for r, v in gang.total_requests().items() if v}
 
 
-def _flavor_matches(ps: PodSet, flavor: ResourceFlavor | None) -> bool:
-    """Kueue's flavor/pod compatibility: selector keys agree and flavor taints are tolerated."""
+def _label_keys(kueue: KueueState, group) -> frozenset[str]:
+    """The nodeLabels keys of a resource group's flavors (kueue pkg/cache/scheduler/
+    clusterqueue.go updateLabelKeys: ResourceGroup.LabelKeys)."""
+    keys: set[str] = set()
+    for f in group.flavors:
+        flavor = kueue.flavors.get(f.name)
+        if flavor is not None:
+            keys.update(flavor.node_labels)
+    return frozenset(keys)
+
+
+def _flavor_matches(ps: PodSet, flavor: ResourceFlavor | None, label_keys: frozenset[str] = frozenset()) -> bool:
+    """Kueue's flavor/pod compatibility (flavorassigner.go checkFlavorForPodSets, flavorSelector):
+    the pod set's nodeSelector and required node affinity, cut down to the keys some flavor of
+    the group labels (``label_keys``; an affinity term left empty matches every flavor), must
+    match the flavor's nodeLabels as a node's labels — so a key the group uses that this flavor
+    lacks does not match; and the flavor's NoSchedule/NoExecute taints must be tolerated."""
     if flavor is None:
         return True
-    for k, v in flavor.node_labels.items():
-        if k in ps.node_selector and ps.node_selector[k] != v:
+    labels = flavor.node_labels
+    for k, v in ps.node_selector.items():
+        if k in label_keys and labels.get(k) != v:
             return False
+    terms: list[tuple] | None = []
+    for t in ps.required_affinity:
+        exprs = tuple(e for e in t.match_expressions if e.key in label_keys)
+        if not exprs:
+            terms = None  # this ORed term asks nothing of a flavor: every flavor matches
+            break
+        terms.append(exprs)
+    if terms and not any(all(e.matches(labels) for e in exprs) for exprs in terms):
+        return False
     tolerations = ps.tolerations + flavor.tolerations
     for t in flavor.node_taints:
         if t.effect in ("NoSchedule", "NoExecute") and not any(tol.tolerates(t) for tol in tolerations):
@@ -217,12 +269,17 @@ def _tree_unusable(gang: GangRequest, cq: ClusterQueue, tree: CohortTree, res: Q
     return False
 
 
-def _candidate_flavors(a: _Admission) -> tuple[dict[str, list[str]], bool]:
-    """Per pod set, the flavors (in the ClusterQueue's order) of the groups covering its
-    resources that match it; and whether admission is blocked (ResourceNotCovered for a
-    resource no group covers, NoMatchingFlavor for a pod set no flavor matches)."""
+def _candidate_flavors(a: _Admission) -> tuple[dict[str, list[str]], bool, list[PodSet]]:
+    """The assignment units — a pod set's requests of one resource group, since Kueue assigns
+    each resource group its own flavor (flavorassigner.go assignFlavors: findFlavorForPodSets
+    per resource, ``RGByResource``; a flavor belongs to one group of a ClusterQueue) — and per
+    unit the group's flavors (in the ClusterQueue's order) that match the pod set; and whether
+    admission is blocked (ResourceNotCovered for a resource no group covers, NoMatchingFlavor
+    for a unit no flavor matches). A pod set asking of one group is one unit of its own name;
+    with several, each unit is named ``pod set[resources]`` and ``a.requests`` gets its share."""
     candidates: dict[str, list[str]] = {}
     blocked = False
+    units: list[PodSet] = []
     for ps in a.gang.pod_sets:
         groups = {}
         for r in _pod_set_request(ps):
@@ -235,19 +292,28 @@ def _candidate_flavors(a: _Admission) -> tuple[dict[str, list[str]], bool]:
                     {"resource": r, "cluster_queue": a.cq.name}))
                 blocked = True
                 continue
-            groups[id(g)] = g
-        names: list[str] | None = None
-        for g in groups.values():
-            fl = [f.name for f in g.flavors if _flavor_matches(ps, a.kueue.flavors.get(f.name))]
-            names = fl if names is None else [n for n in names if n in fl]
-        if names is None:
-            names = []
-        if groups and not names:
-            a.res.findings.append(Finding("NoMatchingFlavor", WAITS,
-                f"pod set {ps.name}: no flavor of ClusterQueue {a.cq.name} matches its node selector and tolerations"))
-            blocked = True
-        candidates[ps.name] = names
-    return candidates, blocked
+            groups.setdefault(id(g), (g, []))[1].append(r)
+        if not groups:
+            candidates[ps.name] = []
+            units.append(ps)
+            continue
+        for g, rs in groups.values():
+            keys = _label_keys(a.kueue, g)
+            names = [f.name for f in g.flavors if _flavor_matches(ps, a.kueue.flavors.get(f.name), keys)]
+            if len(groups) == 1:
+                unit = ps
+            else:
+                unit = replace(ps, name=f"{ps.name}[{','.join(rs)}]")
+                a.requests[unit.name] = {r: a.requests[ps.name][r] for r in rs}
+            a.pod_set_of[unit.name] = ps.name
+            units.append(unit)
+            if not names:
+                a.res.findings.append(Finding("NoMatchingFlavor", WAITS,
+                    f"pod set {ps.name}: no flavor of ClusterQueue {a.cq.name}"
+                    + (f" for {', '.join(rs)}" if len(groups) > 1 else "") + " matches its node selector and tolerations"))
+                blocked = True
+            candidates[unit.name] = names
+    return candidates, blocked, units
 
 
 def _assign_ever(a: _Admission, quota_sets: list[PodSet], candidates: dict[str, list[str]]) -> tuple[dict[str, str] | None, bool]:
