@@ -18,6 +18,7 @@ so in a banner. ``GANGCHECK_REQUIRE_E2E=1`` turns that skip into a failure (CI).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -280,6 +281,46 @@ def gangcheck(cluster):
         except Exception:
             pass
         g.stop()
+
+
+WEBHOOK_KINDS = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
+#: A Job gangcheck always denies (one pod asking for more GPUs than any node has): while the
+#: webhook is registered, a server-side dry run of it is refused.
+PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gangcheck-webhook-probe", "namespace": "default"},
+         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+             "name": "c", "image": "registry.example.com/probe:1",
+             "resources": {"requests": {cp.GPU: "100000"}, "limits": {cp.GPU: "100000"}}}]}}}}
+
+
+def _webhook_denies(kube: cp.Kube) -> bool:
+    r = kube.create(PROBE, "--dry-run=server", check=False)
+    return r.code != 0 and "gangcheck.io" in r.stderr
+
+
+@contextlib.contextmanager
+def without_gangcheck_webhooks(kube: cp.Kube):
+    """Unregister gangcheck's webhooks (if this session registered them) for the block, then put
+    them back. For referees that create objects gangcheck would deny on purpose — a background
+    PodGroup that can never fit is input to Volcano, not a submission to judge; with the webhook
+    in place the API server refuses it (403) once an earlier module has registered gangcheck.
+    Waits until the API server's admission chain has dropped (then regained) the webhook: a
+    server-side dry run of ``PROBE`` passes (then is denied again)."""
+    saved = []
+    for kind in WEBHOOK_KINDS:
+        doc = kube.get(kind, "gangcheck", check=False)
+        if doc:
+            meta = doc["metadata"]
+            doc["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+            saved.append(doc)
+    if saved:
+        kube.delete(",".join(WEBHOOK_KINDS), "gangcheck")
+        cp.wait_for(lambda: not _webhook_denies(kube), 30, "the API server to drop gangcheck's webhooks", 0.2)
+    try:
+        yield bool(saved)
+    finally:
+        if saved:
+            kube.apply(saved)
+            cp.wait_for(lambda: _webhook_denies(kube), 30, "the API server to call gangcheck's webhooks again", 0.2)
 
 
 @pytest.fixture(scope="session")
