@@ -1,0 +1,429 @@
+"""The job controllers as referees of gangcheck's gang sizes (issue #11, part 4; e2e_controllers.py).
+
+JobSet and LeaderWorkerSet run as processes on a control plane of this tier with
+kube-controller-manager (Jobs and StatefulSets create pods) and gangcheck registered as the tier
+registers it. Each top-level object is created in a namespace of its own; what the controllers
+create from it is read back and compared with gangcheck's view of the object as stored (after the
+controllers' defaulting webhooks):
+
+* gang size: Σ of gangcheck's pod sets' replicas (``webhook.adapters.adapt``) = the pods the
+  controllers make: JobSet → Σ over its child Jobs of the pods each runs at once
+  (``batch.job_pod_count``: parallelism capped by completions) = the pods the Job controller
+  creates; LWS → leader StatefulSet replicas + Σ worker StatefulSets' replicas = the pods.
+  Per pod set too: the child Jobs of replicatedJob *n* against gangcheck's pod set *n*; LWS leader
+  pods against ``leader``, worker pods against ``worker`` (and ``GangRequest.groups`` = groups);
+* per-pod requests: every pod the controllers create has the effective requests
+  (``podspec.effective_requests``) of gangcheck's pod set for it;
+* the children pass gangcheck without a second check: every child Job and pod is skipped by
+  ``admission.skip`` as owned by a checked kind, or is a kind gangcheck does not check / not a
+  gang (LWS StatefulSets and their pods), and gangcheck's own skip counter saw the children.
+
+``test_controllers_infrastructure`` uses fixtures of its own (runs everywhere the tier runs);
+``test_controllers_differential`` every upstream example of the two kinds in
+../shared/upstream/examples (skipped when that directory is absent) and prints
+``referee controllers: K kinds, N objects, gang sizes equal on M``. A difference that is not in
+``GATES`` (upstream waits for a pod state no kubelet gives here: documented with its source line)
+fails the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+import e2e_controllers as ec
+from e2e_controlplane import REPO, SUMMARY, ControlPlane, Kube, create_nodes, namespace_obj, node_obj, wait_for
+
+from webhook.adapters import adapt
+from webhook.adapters.batch import job_pod_count
+from webhook.adapters.podspec import effective_requests
+from webhook.admission import SKIP_OWNED, SKIP_UNSUPPORTED_KIND, ReviewRequest, gang_of, skip
+from webhook.policy import Policy
+
+EXAMPLES = Path(REPO).parent / "shared" / "upstream" / "examples"
+JS_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RJ_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+POOL_KEY = "cloud.google.com/gke-nodepool"
+
+#: Where upstream waits for a pod state that no kubelet gives in this tier; the referee then
+#: compares what the controller created so far and records the rest as documented.
+GATES = {
+    "dependsOn": "jobset pkg/controllers/depends_on.go dependencyReachedStatus (called from jobset_controller.go:501): "
+                 "a replicatedJob's Jobs are created only once the Jobs it depends on are Ready / Complete "
+                 "(status Ready or Succeeded needs a kubelet)",
+}
+
+
+# ---------------------------------------------------------------- the referee's cluster
+
+
+class Referee:
+    def __init__(self, kube: Kube, plane: ControlPlane, gangcheck, running: list) -> None:
+        self.kube, self.plane, self.gangcheck, self.running = kube, plane, gangcheck, running
+
+    def check_alive(self) -> None:
+        for r in self.running:
+            if not r.alive():
+                raise AssertionError(f"{r.c.name}-controller exited:\n{r.proc.tail() if r.proc else ''}")
+        if not self.kcm.alive():
+            raise AssertionError("kube-controller-manager exited:\n" + self.kcm.tail())
+
+    def skipped_owned(self) -> float:
+        code, text = self.gangcheck.get("/metrics")
+        total = 0.0
+        for m in re.finditer(r'^gangcheck_webhook_skipped_total\{([^}]*)\} (\S+)$', text, re.M):
+            if 'reason="owned_by_checked_kind"' in m.group(1) and 'endpoint="validate"' in m.group(1):
+                total += float(m.group(2))
+        return total
+
+
+@pytest.fixture(scope="module")
+def referee(cluster, request):
+    if cluster.external:  # KCM and two controllers acting on every namespace of someone's cluster: no
+        pytest.skip("the controllers referee runs against control planes started here only")
+    from conftest import Cluster, Gangcheck, _unavailable  # tests/e2e/conftest.py (as test_e2e_karpenter imports it)
+    why = ec.controllers_missing()
+    bindir = cluster.control_plane.bindir
+    if why is None and not (bindir / "kube-controller-manager").exists():
+        why = f"{bindir / 'kube-controller-manager'} is missing (run `make controlplane`)"
+    if why:
+        _unavailable(request.config, f"controllers referee: {why}")
+    plane = ControlPlane(bindir)
+    started = []
+    try:
+        plane.start()
+        started.append(plane.stop)
+        kube = Kube(str(bindir / "kubectl"), plane.kubeconfig)
+        kcm = ec.start_controller_manager(plane)
+        started.append(kcm.stop)
+        running = [ec.RunningController(c, kube, plane.dir) for c in ec.CONTROLLERS]
+        for r in running:
+            r.install_crds()
+        wait_for(lambda: kube.run("get", "jobsets.jobset.x-k8s.io,leaderworkersets.leaderworkerset.x-k8s.io", "-A",
+                                  check=False).code == 0, 30, "the controllers' CRDs served")
+        c = Cluster(kube, plane.kubeconfig, plane, plane.dir)
+        g = Gangcheck(c).start()
+        started.append(g.stop)
+        g.register()
+        for r in running:
+            r.start()
+            started.append(r.stop)
+        ref = Referee(kube, plane, g, running)
+        ref.kcm = kcm
+        yield ref
+    finally:
+        for stop in reversed(started):
+            try:
+                stop()
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------- reading back and comparing
+
+
+def _items(kube: Kube, resource: str, ns: str, selector: str | None = None) -> list[dict]:
+    return ec.api_items(kube, resource, ns, selector)
+
+
+def _owned_by(obj: dict, owner: dict) -> bool:
+    return any(r.get("uid") == owner["metadata"]["uid"] and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def _not_checked_again(child: dict) -> str | None:
+    """None when gangcheck passes ``child`` without a second check; else what it would check."""
+    req = ReviewRequest(uid="x", operation="CREATE", namespace=child["metadata"]["namespace"], name=child["metadata"]["name"],
+                        kind={}, obj=child, dry_run=False)
+    s = skip(req, Policy())
+    if s is not None and s[0] in (SKIP_OWNED, SKIP_UNSUPPORTED_KIND):
+        return None
+    if s is None and gang_of(req) is None:  # a kind gangcheck reads but that is no gang here (a plain pod)
+        return None
+    return f"{child['kind']} {child['metadata']['name']}: {s[1] if s else 'checked as a gang of its own'}"
+
+
+class Outcome:
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.problems: list[str] = []
+        self.documented: list[str] = []
+        self.equal = False
+        self.gangcheck = self.controller = 0
+
+    def __repr__(self) -> str:
+        return f"{self.what}: gangcheck {self.gangcheck} vs controller {self.controller}; {self.problems or ''}{self.documented or ''}"
+
+
+def _req(ps) -> dict:
+    return {k: int(v) for k, v in dict(ps.requests).items() if v}
+
+
+def _pod_req(pod: dict) -> dict:
+    return {k: int(v) for k, v in effective_requests(pod["spec"]).items() if v}
+
+
+def jobset_expectation(js: dict) -> tuple[dict[str, int], dict[str, str]]:
+    """(replicatedJob name → Jobs the controller creates here, name → gate) from the stored JobSet."""
+    jobs, gates = {}, {}
+    for rj in js["spec"]["replicatedJobs"]:
+        if rj.get("dependsOn"):
+            jobs[rj["name"]], gates[rj["name"]] = 0, "dependsOn"
+        else:
+            jobs[rj["name"]] = int(rj.get("replicas", 1))
+    return jobs, gates
+
+
+def jobset_settled(kube: Kube, js: dict) -> bool:
+    ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+    want, _ = jobset_expectation(js)
+    jobs = _items(kube, "jobs", ns, f"{JS_LABEL}={name}")
+    if sum(want.values()) != len(jobs):
+        return False
+    pods = _items(kube, "pods", ns)
+    for j in jobs:
+        mine = [p for p in pods if _owned_by(p, j)]
+        if len(mine) != job_pod_count(j["spec"]):
+            return False
+    return True
+
+
+def compare_jobset(kube: Kube, js: dict, what: str) -> Outcome:
+    out = Outcome(what)
+    ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+    gang = adapt(js, source=what)
+    sets = {ps.name: ps for ps in gang.pod_sets}
+    want, gates = jobset_expectation(js)
+    jobs = _items(kube, "jobs", ns, f"{JS_LABEL}={name}")
+    pods = _items(kube, "pods", ns)
+    out.gangcheck = sum(ps.total_replicas() for ps in gang.pod_sets)
+    for rj in js["spec"]["replicatedJobs"]:
+        n, ps = rj["name"], sets.get(rj["name"])
+        mine = [j for j in jobs if (j["metadata"].get("labels") or {}).get(RJ_LABEL) == n]
+        if ps is None:
+            out.problems.append(f"gangcheck has no pod set {n!r}")
+            continue
+        if not all(_owned_by(j, js) for j in mine):
+            out.problems.append(f"a Job of {n} is not controlled by the JobSet")
+        made = sum(job_pod_count(j["spec"]) for j in mine)
+        out.controller += made
+        if n in gates:
+            out.documented.append(f"{n}: {len(mine)} of {rj.get('replicas', 1)} Jobs created: {GATES[gates[n]]}")
+            continue
+        if len(mine) != want[n]:
+            out.problems.append(f"{n}: {len(mine)} Jobs, replicas {want[n]}")
+        if made != ps.total_replicas() or ps.count != ps.total_replicas():
+            out.problems.append(f"{n}: the child Jobs run {made} pods at once, gangcheck's pod set has count {ps.count}, "
+                                f"replicas {ps.total_replicas()}")
+        for j in mine:
+            jp = [p for p in pods if _owned_by(p, j)]
+            if len(jp) != job_pod_count(j["spec"]):
+                out.problems.append(f"Job {j['metadata']['name']}: {len(jp)} pods for parallelism {job_pod_count(j['spec'])}")
+            for p in jp:
+                if _pod_req(p) != _req(ps):
+                    out.problems.append(f"pod {p['metadata']['name']} requests {_pod_req(p)}, gangcheck {_req(ps)}")
+            for child in [j, *jp]:
+                why = _not_checked_again(child)
+                if why:
+                    out.problems.append(why)
+    out.equal = not out.problems and not out.documented and out.gangcheck == out.controller
+    return out
+
+
+def lws_settled(kube: Kube, lws: dict) -> bool:
+    ns, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
+    groups = int(lws["spec"].get("replicas", 1))
+    size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
+    pods = _items(kube, "pods", ns, f"{LWS_LABEL}={name}")
+    return len(pods) == groups * size and all(WORKER_INDEX in (p["metadata"].get("labels") or {}) for p in pods)
+
+
+def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
+    out = Outcome(what)
+    ns, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
+    gang = adapt(lws, source=what)
+    sets = {ps.name: ps for ps in gang.pod_sets}
+    out.gangcheck = sum(ps.total_replicas() for ps in gang.pod_sets)
+    stss = _items(kube, "statefulsets", ns, f"{LWS_LABEL}={name}")
+    pods = _items(kube, "pods", ns, f"{LWS_LABEL}={name}")
+    out.controller = sum(int(s["spec"].get("replicas", 1)) for s in stss)
+    leader_sts = [s for s in stss if _owned_by(s, lws)]
+    leaders = [p for p in pods if (p["metadata"].get("labels") or {}).get(WORKER_INDEX) == "0"]
+    workers = [p for p in pods if (p["metadata"].get("labels") or {}).get(WORKER_INDEX) not in (None, "0")]
+    if len(leader_sts) != 1:
+        out.problems.append(f"{len(leader_sts)} leader StatefulSets")
+    if len(leaders) != gang.groups:
+        out.problems.append(f"{len(leaders)} leader pods, gangcheck groups {gang.groups}")
+    lead = sets.get("leader")
+    if lead is None or lead.count != 1 or lead.total_replicas() != len(leaders):
+        out.problems.append(f"leader pod set {lead and (lead.count, lead.total_replicas())} vs {len(leaders)} leader pods")
+    worker = sets.get("worker")
+    per_group: dict[str, int] = {}
+    for p in workers:
+        g = (p["metadata"].get("labels") or {}).get(GROUP_INDEX, "?")
+        per_group[g] = per_group.get(g, 0) + 1
+    if worker is None:
+        if workers:
+            out.problems.append(f"{len(workers)} worker pods, gangcheck has no worker pod set")
+    else:
+        if sorted(set(per_group.values())) != [worker.count] or len(per_group) != gang.groups:
+            out.problems.append(f"worker pods per group {per_group}, gangcheck's worker pod set count {worker.count} × {gang.groups}")
+        if worker.total_replicas() != len(workers):
+            out.problems.append(f"{len(workers)} worker pods, gangcheck's worker replicas {worker.total_replicas()}")
+    if len(pods) != out.gangcheck or out.controller != out.gangcheck:
+        out.problems.append(f"{len(pods)} pods, StatefulSet replicas {out.controller}, gangcheck {out.gangcheck}")
+    for p in pods:
+        ps = lead if p in leaders else worker
+        if ps is not None and _pod_req(p) != _req(ps):
+            out.problems.append(f"pod {p['metadata']['name']} requests {_pod_req(p)}, gangcheck {_req(ps)}")
+    for child in [*stss, *pods]:
+        why = _not_checked_again(child)
+        if why:
+            out.problems.append(why)
+    out.equal = not out.problems and out.gangcheck == len(pods)
+    return out
+
+
+def _namespace_for(i: int, what: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", what.lower()).strip("-")
+    return f"c{i:02d}-{slug}"[:63].rstrip("-")
+
+
+def run_objects(ref: Referee, objs: list[tuple[str, dict]], timeout: float = 90, after_create=None) -> tuple[list[Outcome], list[str]]:
+    """Create each object in a namespace of its own, run ``after_create()``, wait for the
+    controllers to settle (or the documented gates), compare. Returns (outcomes of accepted
+    objects, rejections)."""
+    kube = ref.kube
+    placed = []
+    for i, (what, doc) in enumerate(objs):
+        d = copy.deepcopy(doc)
+        ns = _namespace_for(i, what)
+        d.setdefault("metadata", {})["namespace"] = ns
+        placed.append((what, ns, d))
+    kube.apply([namespace_obj(ns) for _, ns, _ in placed])
+    accepted, rejected = [], []
+    for what, ns, d in placed:
+        r = kube.create(d, check=False)
+        if r.code != 0:
+            rejected.append(f"{what}: {r.stderr.strip()[:300]}")
+        else:
+            accepted.append((what, ns, d))
+    stored = {}
+    for what, ns, d in accepted:
+        res = "jobsets.jobset.x-k8s.io" if d["kind"] == "JobSet" else "leaderworkersets.leaderworkerset.x-k8s.io"
+        stored[what] = kube.get(res, d["metadata"]["name"], ns)
+    if after_create is not None:
+        after_create()
+
+    def settled():
+        ref.check_alive()
+        return all((jobset_settled if o["kind"] == "JobSet" else lws_settled)(kube, o) for o in stored.values())
+    try:
+        wait_for(settled, timeout, "the controllers to create every child object", 0.5)
+    except AssertionError:
+        pass  # compared below: the outcome says which object is short of what
+    outs = []
+    for what, _ns, _d in accepted:
+        o = stored[what]
+        outs.append((compare_jobset if o["kind"] == "JobSet" else compare_lws)(kube, o, what))
+    return outs, rejected
+
+
+# ---------------------------------------------------------------- the permanent fixtures
+
+
+def _container(name: str, **req) -> dict:
+    return {"name": name, "image": "registry.example.com/e2e:1", "resources": {"requests": dict(req), "limits": dict(req)}}
+
+
+def small_jobset() -> dict:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "infra-js"},
+            "spec": {"replicatedJobs": [
+                {"name": "driver", "template": {"spec": {"template": {"spec": {"containers": [_container("d", cpu="1", memory="1Gi")]}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 3, "completions": 3, "template": {"spec": {
+                    "containers": [_container("w", cpu="2", memory="2Gi", **{"nvidia.com/gpu": "1"})],
+                    "initContainers": [{"name": "side", "image": "registry.example.com/e2e:1", "restartPolicy": "Always",
+                                        "resources": {"requests": {"cpu": "250m"}}}]}}}}},
+                {"name": "capped", "template": {"spec": {"parallelism": 4, "completions": 2, "template": {"spec": {
+                    "containers": [_container("c", cpu="500m")]}}}}},
+            ]}}
+
+
+def small_lws() -> dict:
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "infra-lws"},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {
+                "size": 3,
+                "leaderTemplate": {"spec": {"containers": [_container("l", cpu="1", memory="1Gi")]}},
+                "workerTemplate": {"spec": {"containers": [_container("w", cpu="4", memory="8Gi", **{"nvidia.com/gpu": "2"})]}},
+            }}}
+
+
+@pytest.mark.local_only
+def test_controllers_infrastructure(referee):
+    """Our own JobSet (3 replicatedJobs: default replicas and parallelism, 2 × 3 with a sidecar,
+    parallelism capped by completions) and LWS (2 groups of 3, leader template): the controllers
+    create 4 Jobs / 9 pods and 3 StatefulSets / 6 pods, equal to gangcheck's sizes, and
+    gangcheck's webhook skipped the children as owned."""
+    before = referee.skipped_owned()
+    outs, rejected = run_objects(referee, [("infra/jobset", small_jobset()), ("infra/lws", small_lws())])
+    assert not rejected, rejected
+    by = {o.what: o for o in outs}
+    js, lws = by["infra/jobset"], by["infra/lws"]
+    assert (js.gangcheck, js.controller) == (9, 9), js
+    assert (lws.gangcheck, lws.controller) == (6, 6), lws
+    assert js.equal and lws.equal, outs
+    # the live webhook saw the child Jobs (its pod rules select Kueue pod groups only) and skipped
+    # them as owned by a checked kind
+    wait_for(lambda: referee.skipped_owned() - before >= 4, 30, "gangcheck's skip counter to count the child Jobs")
+
+
+# ---------------------------------------------------------------- the differential
+
+
+def upstream_objects() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        for i, doc in enumerate(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)):
+            if f"{doc.get('apiVersion')} {doc.get('kind')}" in {k for c in ec.CONTROLLERS for k in c.kinds}:
+                out.append((f"{path.relative_to(EXAMPLES).as_posix()}#{i}", doc))
+    return out
+
+
+@pytest.mark.local_only
+def test_controllers_differential(referee):
+    if not EXAMPLES.is_dir():
+        pytest.skip(f"upstream examples not present at {EXAMPLES} (only in the project workspace)")
+    objs = upstream_objects()
+    assert objs, f"no JobSet or LeaderWorkerSet in {EXAMPLES}"
+    # exclusive placement: followers wait for their leader to be scheduled (jobset
+    # pkg/webhooks/pod_admission_webhook.go ValidateCreate); kube-scheduler and three Node
+    # objects, one per node pool, let the leaders bind. Created after the objects: on these
+    # GPU-less nodes gangcheck (enforce mode) would deny the GPU examples; with no nodes it
+    # admits (NoNodes, Waits)
+    pools = sorted({((d.get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE) for _, d in objs} - {None})
+
+    def nodes_and_scheduler():
+        nodes = [node_obj(f"ctrl-node-{i}", "ctrl", gpus=0, cpu="64", memory="256Gi",
+                          labels={k: f"pool-{i}" for k in pools}) for i in range(3)]
+        create_nodes(referee.kube, nodes)
+        referee.plane.start_scheduler()
+    t0 = time.monotonic()
+    outs, rejected = run_objects(referee, objs, timeout=120, after_create=nodes_and_scheduler)
+    kinds = {f"{o['apiVersion']} {o['kind']}" for _, o in objs}
+    equal = sum(o.equal for o in outs)
+    SUMMARY.append(f"referee controllers: {len(kinds)} kinds, {len(outs)} objects, gang sizes equal on {equal}")
+    print(f"\n[controllers] {len(objs)} upstream objects in {time.monotonic() - t0:.1f}s; rejected: {rejected}")
+    for o in outs:
+        print(f"[controllers] {o}")
+    assert not [o for o in outs if o.problems], [o for o in outs if o.problems]
+    assert all(o.equal or o.documented for o in outs)
