@@ -135,7 +135,9 @@ class RunningController:
     def install_crds(self) -> None:
         crds = self.c.dir() / "crds"
         self.kube.run("apply", "--server-side", "--force-conflicts", "-f", str(crds))
-        self.kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
+        # right after the apply a CRD may have no status yet (`kubectl wait` then fails at once: retried)
+        wait_for(lambda: self.kube.run("wait", "--for=condition=Established", "--timeout=30s", "-f", str(crds),
+                                       check=False).code == 0, 60, f"{self.c.name} CRDs Established", 0.5)
 
     def start(self, timeout: float = 90) -> "RunningController":
         from webhook import certs

@@ -64,6 +64,12 @@ GATES = {
     "exclusive": "jobset pkg/webhooks/pod_admission_webhook.go ValidateCreate: with exclusive-topology (and no node-selector "
                  "strategy) a follower pod is refused until its Job's leader pod (completion index 0) is scheduled; here only the "
                  "leaders exist, so the Job's parallelism stands for its pods",
+    "lws-exclusive": "lws pkg/controllers/pod_controller.go:160-166 (Reconcile): with leaderworkerset.sigs.k8s.io/exclusive-topology "
+                     "the worker StatefulSet is created only once the leader pod is scheduled; the leader pods' size annotation "
+                     "(leaderworkerset.sigs.k8s.io/size, set by the controller) stands for the group",
+    "no-limit": "kubernetes pkg/apis/core/validation/validation.go:7982: a container requesting an extended resource without a "
+                "limit is invalid ('Limit must be set for non overcommitable resources'), so the API server refuses the worker "
+                "StatefulSet the LWS controller creates (its template is not validated when the LWS is stored): the workers never exist",
 }
 
 
@@ -264,12 +270,40 @@ def compare_jobset(kube: Kube, js: dict, what: str) -> Outcome:
     return out
 
 
+SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+
+def _no_limit(template: dict) -> bool:
+    """A container requests an extended resource (a name with a domain, not kubernetes.io's
+    own) or hugepages without a limit for it: the API server refuses such a pod spec."""
+    for c in ((template or {}).get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        limits = res.get("limits") or {}
+        for r in (res.get("requests") or {}):
+            if (r.startswith("hugepages-") or ("/" in r and not r.startswith("kubernetes.io/"))) and r not in limits:
+                return True
+    return False
+
+
+def lws_gate(lws: dict) -> str | None:
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    if int(lwt.get("size", 1)) == 1:
+        return None
+    if _no_limit(lwt.get("workerTemplate")):
+        return "no-limit"
+    if LWS_EXCLUSIVE in ((lws.get("metadata") or {}).get("annotations") or {}):
+        return "lws-exclusive"
+    return None
+
+
 def lws_settled(kube: Kube, lws: dict) -> bool:
     ns, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
     groups = int(lws["spec"].get("replicas", 1))
     size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
     pods = _items(kube, "pods", ns, f"{LWS_LABEL}={name}")
-    return len(pods) == groups * size and all(WORKER_INDEX in (p["metadata"].get("labels") or {}) for p in pods)
+    want = groups if lws_gate(lws) else groups * size
+    return len(pods) == want and all(WORKER_INDEX in (p["metadata"].get("labels") or {}) for p in pods)
 
 
 def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
@@ -296,7 +330,15 @@ def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
     for p in workers:
         g = (p["metadata"].get("labels") or {}).get(GROUP_INDEX, "?")
         per_group[g] = per_group.get(g, 0) + 1
-    if worker is None:
+    gate = lws_gate(lws)
+    if gate and not workers and worker is not None:
+        out.documented.append(GATES[gate])
+        if gate == "lws-exclusive":  # the controller's own group size, on every leader pod
+            sizes = {int((p["metadata"].get("annotations") or {}).get(SIZE_ANNOTATION, -1)) for p in leaders}
+            if sizes != {worker.count + 1}:
+                out.problems.append(f"leader pods' size annotations {sizes}, gangcheck's group {worker.count + 1}")
+            out.controller = len(leaders) * max(sizes)
+    elif worker is None:
         if workers:
             out.problems.append(f"{len(workers)} worker pods, gangcheck has no worker pod set")
     else:
@@ -304,7 +346,7 @@ def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
             out.problems.append(f"worker pods per group {per_group}, gangcheck's worker pod set count {worker.count} × {gang.groups}")
         if worker.total_replicas() != len(workers):
             out.problems.append(f"{len(workers)} worker pods, gangcheck's worker replicas {worker.total_replicas()}")
-    if len(pods) != out.gangcheck or out.controller != out.gangcheck:
+    if not gate and (len(pods) != out.gangcheck or out.controller != out.gangcheck):
         out.problems.append(f"{len(pods)} pods, StatefulSet replicas {out.controller}, gangcheck {out.gangcheck}")
     for p in pods:
         ps = lead if p in leaders else worker
@@ -314,7 +356,7 @@ def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
         why = _not_checked_again(child)
         if why:
             out.problems.append(why)
-    out.equal = not out.problems and out.gangcheck == len(pods)
+    out.equal = not out.problems and out.gangcheck == out.controller
     return out
 
 
