@@ -7,6 +7,8 @@
 #   jobset-<v>/crds/               config/components/crd/bases of that module
 #   lws-<v>/lws-controller         sigs.k8s.io/lws/cmd (e2e/lws/go.mod)
 #   lws-<v>/crds/                  config/crd/bases of that module
+#   mpi-operator-<v>/mpi-operator-controller  github.com/kubeflow/mpi-operator/cmd/mpi-operator
+#                                  (e2e/mpi-operator/go.mod); crds/: manifests/base/kubeflow.org_mpijobs.yaml
 #
 # A directory is reused when it holds the binary, its CRDs and a RECIPE equal to the hash of its
 # wrapper's go.mod, go.sum and the build flags. Prints one line per controller on stdout
@@ -23,14 +25,16 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 log_tag=controllers
 source "$here/build-lib.sh"
 
-# name | module | package to build | CRD directories in the module (space-separated)
+# name | module | package to build | the CRDs in the module (space-separated: a directory, all its
+# *.yaml, or a glob)
 CONTROLLERS=(
   "jobset|sigs.k8s.io/jobset|sigs.k8s.io/jobset|config/components/crd/bases"
   "lws|sigs.k8s.io/lws|sigs.k8s.io/lws/cmd|config/crd/bases"
+  "mpi-operator|github.com/kubeflow/mpi-operator|github.com/kubeflow/mpi-operator/cmd/mpi-operator|manifests/base/kubeflow.org_*.yaml"
 )
-only=" ${GANGCHECK_CONTROLLERS:-jobset lws} "
+only=" ${GANGCHECK_CONTROLLERS:-jobset lws mpi-operator} "
 
-build_one() {  # $1 = name, $2 = module, $3 = package, $4 = CRD dirs
+build_one() {  # $1 = name, $2 = module, $3 = package, $4 = CRD directories / globs
   local name="$1" module="$2" pkg="$3" crd_dirs="$4"
   local mod="$here/$name" version out recipe rebuild src d
   version="$(awk -v m="$module" '$1=="require" && $2==m {print $3}' "$mod/go.mod")"
@@ -52,7 +56,9 @@ build_one() {  # $1 = name, $2 = module, $3 = package, $4 = CRD dirs
     # The CRDs of exactly the module that was built (read-only in the module cache: copy, then chmod).
     src="$(cd "$mod" && go list -m -f '{{.Dir}}' "$module")"
     rm -rf "$out/crds" && mkdir -p "$out/crds"
-    for d in $crd_dirs; do cp "$src/$d"/*.yaml "$out/crds/"; done
+    for d in $crd_dirs; do
+      if [[ -d "$src/$d" ]]; then cp "$src/$d"/*.yaml "$out/crds/"; else cp "$src"/$d "$out/crds/"; fi
+    done
     chmod u+w "$out"/crds/*.yaml
     echo "$recipe" >"$out/RECIPE"
   fi

@@ -53,6 +53,7 @@ class Controller:
     kinds: tuple[str, ...]  # the top-level kinds it refers (apiVersion kind)
     crd_names: tuple[str, ...]
     metrics_cert: bool   # its Configuration has metrics.certDir (JobSet) or not (LWS: self-signed)
+    webhooks: bool = True  # a controller-runtime manager with a Configuration file and webhooks
 
     @property
     def go_mod(self) -> str:
@@ -81,7 +82,16 @@ JOBSET = Controller("jobset", "sigs.k8s.io/jobset", "config.jobset.x-k8s.io/v1al
                     ("jobset.x-k8s.io/v1alpha2 JobSet",), ("jobsets.jobset.x-k8s.io",), True)
 LWS = Controller("lws", "sigs.k8s.io/lws", "config.lws.x-k8s.io/v1alpha1",
                  ("leaderworkerset.x-k8s.io/v1 LeaderWorkerSet",), ("leaderworkersets.leaderworkerset.x-k8s.io",), False)
-CONTROLLERS = (JOBSET, LWS)
+#: The MPI operator (v2beta1 MPIJob): a plain client-go controller, flags only, no webhooks (the
+#: CRD's defaults and the controller's own scheme defaulting suffice). It has no switch for
+#: leader election (cmd/mpi-operator/app/server.go always runs election.RunOrDie, Lease in
+#: --lock-namespace) and serves /healthz on a constant :8080 (server.go healthCheckPort), every
+#: interface: the port must be free.
+MPI = Controller("mpi-operator", "github.com/kubeflow/mpi-operator", "", ("kubeflow.org/v2beta1 MPIJob",),
+                 ("mpijobs.kubeflow.org",), False, webhooks=False)
+MPI_HEALTH_PORT = 8080
+MPI_LOCK_NAMESPACE = "mpi-operator"
+CONTROLLERS = (JOBSET, LWS, MPI)
 
 
 def _hook(name: str, path: str, url: str, ca: str, group: str, version: str, resource: str, ops: list[str],
@@ -140,6 +150,8 @@ class RunningController:
                                        check=False).code == 0, 60, f"{self.c.name} CRDs Established", 0.5)
 
     def start(self, timeout: float = 90) -> "RunningController":
+        if not self.c.webhooks:
+            return self._start_mpi(timeout)
         from webhook import certs
 
         certdir = self.work / "certs"
@@ -166,6 +178,23 @@ class RunningController:
                 return r.status == 200
         wait_ready(self.proc, ready, timeout, 0.3)
         self.kube.apply(webhook_configurations(self.c, f"https://127.0.0.1:{self.webhook_port}", ca))
+        return self
+
+    def _start_mpi(self, timeout: float) -> "RunningController":
+        import socket
+        with socket.socket() as sk:  # its health port is a constant: say so instead of a Fatalf in its log
+            if sk.connect_ex(("127.0.0.1", MPI_HEALTH_PORT)) == 0:
+                raise AssertionError(f"port {MPI_HEALTH_PORT} is in use: the MPI operator serves /healthz there (a constant)")
+        self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MPI_LOCK_NAMESPACE}})
+        env = {**os.environ, "KUBECONFIG": str(self.kube.kubeconfig)}
+        argv = [str(self.c.binary), f"--kubeConfig={self.kube.kubeconfig}", f"--lock-namespace={MPI_LOCK_NAMESPACE}",
+                "--threadiness=4", "--kube-api-qps=50", "--kube-api-burst=100", "--monitoring-port=0", "--v=2"]
+        self.proc = Proc(self.c.name, argv, self.log, env=env).start()
+
+        def leader():  # it starts its controller once it holds the Lease
+            r = self.kube.run("get", "lease", "-n", MPI_LOCK_NAMESPACE, "-o", "json", check=False)
+            return r.code == 0 and any((i.get("spec") or {}).get("holderIdentity") for i in r.json().get("items") or [])
+        wait_ready(self.proc, leader, timeout, 0.5)
         return self
 
     def alive(self) -> bool:
@@ -205,5 +234,5 @@ def api_items(kube: Kube, resource: str, namespace: str, selector: str | None = 
     return doc.get("items") or []
 
 
-__all__ = ["CONTROLLERS", "JOBSET", "LWS", "Controller", "RunningController", "controllers_missing", "start_controller_manager",
+__all__ = ["CONTROLLERS", "JOBSET", "LWS", "MPI", "Controller", "RunningController", "controllers_missing", "start_controller_manager",
            "webhook_configurations", "api_items", "REPO", "json", "wait_for"]

@@ -1,6 +1,6 @@
 """The job controllers as referees of gangcheck's gang sizes (issue #11, part 4; e2e_controllers.py).
 
-JobSet and LeaderWorkerSet run as processes on a control plane of this tier with
+JobSet, LeaderWorkerSet and the MPI operator run as processes on a control plane of this tier with
 kube-controller-manager (Jobs and StatefulSets create pods) and gangcheck registered as the tier
 registers it. Each top-level object is created in a namespace of its own; what the controllers
 create from it is read back and compared with gangcheck's view of the object as stored (after the
@@ -9,17 +9,18 @@ controllers' defaulting webhooks):
 * gang size: Σ of gangcheck's pod sets' replicas (``webhook.adapters.adapt``) = the pods the
   controllers make: JobSet → Σ over its child Jobs of the pods each runs at once
   (``batch.job_pod_count``: parallelism capped by completions) = the pods the Job controller
-  creates; LWS → leader StatefulSet replicas + Σ worker StatefulSets' replicas = the pods.
+  creates; LWS → leader StatefulSet replicas + Σ worker StatefulSets' replicas = the pods;
+  MPIJob → the launcher Job's pods + the worker pods the operator creates itself.
   Per pod set too: the child Jobs of replicatedJob *n* against gangcheck's pod set *n*; LWS leader
   pods against ``leader``, worker pods against ``worker`` (and ``GangRequest.groups`` = groups);
 * per-pod requests: every pod the controllers create has the effective requests
   (``podspec.effective_requests``) of gangcheck's pod set for it;
 * the children pass gangcheck without a second check: every child Job and pod is skipped by
   ``admission.skip`` as owned by a checked kind, or is a kind gangcheck does not check / not a
-  gang (LWS StatefulSets and their pods), and gangcheck's own skip counter saw the children.
+  gang (LWS StatefulSets and their pods), and gangcheck's own skip counter saw the child Jobs.
 
 ``test_controllers_infrastructure`` uses fixtures of its own (runs everywhere the tier runs);
-``test_controllers_differential`` every upstream example of the two kinds in
+``test_controllers_differential`` every upstream example of the three kinds in
 ../shared/upstream/examples (skipped when that directory is absent) and prints
 ``referee controllers: K kinds, N objects, gang sizes equal on M``. A difference that is not in
 ``GATES`` (upstream waits for a pod state no kubelet gives here: documented with its source line)
@@ -67,6 +68,8 @@ GATES = {
     "lws-exclusive": "lws pkg/controllers/pod_controller.go:160-166 (Reconcile): with leaderworkerset.sigs.k8s.io/exclusive-topology "
                      "the worker StatefulSet is created only once the leader pod is scheduled; the leader pods' size annotation "
                      "(leaderworkerset.sigs.k8s.io/size, set by the controller) stands for the group",
+    "mpi-launcher": "mpi-operator pkg/controller/mpi_job_controller.go:677: with launcherCreationPolicy WaitForWorkersReady the "
+                    "launcher Job is created only once every worker pod is Ready (needs a kubelet)",
     "no-limit": "kubernetes pkg/apis/core/validation/validation.go:7982: a container requesting an extended resource without a "
                 "limit is invalid ('Limit must be set for non overcommitable resources'), so the API server refuses the worker "
                 "StatefulSet the LWS controller creates (its template is not validated when the LWS is stored): the workers never exist",
@@ -118,7 +121,7 @@ def referee(cluster, request):
         running = [ec.RunningController(c, kube, plane.dir) for c in ec.CONTROLLERS]
         for r in running:
             r.install_crds()
-        wait_for(lambda: kube.run("get", "jobsets.jobset.x-k8s.io,leaderworkersets.leaderworkerset.x-k8s.io", "-A",
+        wait_for(lambda: kube.run("get", ",".join(n for c in ec.CONTROLLERS for n in c.crd_names), "-A",
                                   check=False).code == 0, 30, "the controllers' CRDs served")
         c = Cluster(kube, plane.kubeconfig, plane, plane.dir)
         g = Gangcheck(c).start()
@@ -244,6 +247,8 @@ def compare_jobset(kube: Kube, js: dict, what: str) -> Outcome:
         out.controller += made
         if n in gates:
             out.documented.append(f"{n}: {len(mine)} of {rj.get('replicas', 1)} Jobs created: {GATES[gates[n]]}")
+            if any(d.get("status") == "Complete" for d in rj["dependsOn"]) and gang.all_or_nothing:
+                out.problems.append(f"{n} runs after a replicatedJob completes, but gangcheck checks the JobSet as one whole gang")
             continue
         if len(mine) != want[n]:
             out.problems.append(f"{n}: {len(mine)} Jobs, replicas {want[n]}")
@@ -360,6 +365,74 @@ def compare_lws(kube: Kube, lws: dict, what: str) -> Outcome:
     return out
 
 
+MPI_JOB_NAME = "training.kubeflow.org/job-name"
+MPI_JOB_ROLE = "training.kubeflow.org/job-role"
+
+
+def _mpi_children(kube: Kube, mj: dict) -> tuple[list[dict], list[dict], list[dict]]:
+    """(launcher Jobs, launcher pods, worker pods) the MPI operator and the Job controller made."""
+    ns = mj["metadata"]["namespace"]
+    jobs = [j for j in _items(kube, "jobs", ns) if _owned_by(j, mj)]
+    pods = _items(kube, "pods", ns)
+    launcher_pods = [p for p in pods if any(_owned_by(p, j) for j in jobs)]
+    workers = [p for p in pods if _owned_by(p, mj) and (p["metadata"].get("labels") or {}).get(MPI_JOB_ROLE) == "worker"]
+    return jobs, launcher_pods, workers
+
+
+def _mpi_replicas(mj: dict, role: str) -> int:
+    rs = (mj["spec"].get("mpiReplicaSpecs") or {}).get(role) or {}
+    return int(rs.get("replicas", 1 if role == "Launcher" else 0))
+
+
+def mpi_settled(kube: Kube, mj: dict) -> bool:
+    jobs, launcher_pods, workers = _mpi_children(kube, mj)
+    if len(workers) != _mpi_replicas(mj, "Worker"):
+        return False
+    if mj["spec"].get("launcherCreationPolicy") == "WaitForWorkersReady":
+        return True  # gated: the launcher waits for Ready workers
+    return len(jobs) == 1 and len(launcher_pods) == job_pod_count(jobs[0]["spec"])
+
+
+def compare_mpi(kube: Kube, mj: dict, what: str) -> Outcome:
+    """MPIJob v2beta1: the launcher Job (its pods by the Job controller) and the worker pods the
+    operator creates itself (mpi-operator pkg/controller/mpi_job_controller.go getOrCreateWorker,
+    newLauncherJob)."""
+    out = Outcome(what)
+    gang = adapt(mj, source=what)
+    sets = {ps.name: ps for ps in gang.pod_sets}
+    out.gangcheck = sum(ps.total_replicas() for ps in gang.pod_sets)
+    jobs, launcher_pods, workers = _mpi_children(kube, mj)
+    launched = sum(job_pod_count(j["spec"]) for j in jobs)
+    out.controller = launched + len(workers)
+    lps, wps = sets.get("Launcher"), sets.get("Worker")
+    if mj["spec"].get("launcherCreationPolicy") == "WaitForWorkersReady" and not jobs:
+        out.documented.append(GATES["mpi-launcher"])
+        out.controller += _mpi_replicas(mj, "Launcher")  # the Launcher replicas it will create (not observed)
+    elif lps is None or lps.total_replicas() != launched or len(launcher_pods) != launched:
+        out.problems.append(f"launcher: {len(jobs)} Jobs running {launched} pods ({len(launcher_pods)} exist), "
+                            f"gangcheck {lps and lps.total_replicas()}")
+    if (wps.total_replicas() if wps else 0) != len(workers):
+        out.problems.append(f"{len(workers)} worker pods, gangcheck's Worker replicas {wps and wps.total_replicas()}")
+    for group, ps in ((launcher_pods, lps), (workers, wps)):
+        for p in group:
+            if ps is not None and _pod_req(p) != _req(ps):
+                out.problems.append(f"pod {p['metadata']['name']} requests {_pod_req(p)}, gangcheck {_req(ps)}")
+    for child in [*jobs, *launcher_pods, *workers]:
+        why = _not_checked_again(child)
+        if why:
+            out.problems.append(why)
+    out.equal = not out.problems and not out.documented and out.gangcheck == out.controller
+    return out
+
+
+#: kind → (resource, settled, compare)
+KINDS = {
+    "JobSet": ("jobsets.jobset.x-k8s.io", jobset_settled, compare_jobset),
+    "LeaderWorkerSet": ("leaderworkersets.leaderworkerset.x-k8s.io", lws_settled, compare_lws),
+    "MPIJob": ("mpijobs.v2beta1.kubeflow.org", mpi_settled, compare_mpi),
+}
+
+
 def _namespace_for(i: int, what: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", what.lower()).strip("-")
     return f"c{i:02d}-{slug}"[:63].rstrip("-")
@@ -386,12 +459,11 @@ def run_objects(ref: Referee, objs: list[tuple[str, dict]], timeout: float = 90)
             accepted.append((what, ns, doc["items"][0] if doc.get("kind") == "List" else doc))  # generateName: the name given
     stored = {}
     for what, ns, d in accepted:
-        res = "jobsets.jobset.x-k8s.io" if d["kind"] == "JobSet" else "leaderworkersets.leaderworkerset.x-k8s.io"
-        stored[what] = kube.get(res, d["metadata"]["name"], ns)
+        stored[what] = kube.get(KINDS[d["kind"]][0], d["metadata"]["name"], ns)
 
     def settled():
         ref.check_alive()
-        return all((jobset_settled if o["kind"] == "JobSet" else lws_settled)(kube, o) for o in stored.values())
+        return all(KINDS[o["kind"]][1](kube, o) for o in stored.values())
     try:
         wait_for(settled, timeout, "the controllers to create every child object", 0.5)
     except AssertionError:
@@ -399,7 +471,7 @@ def run_objects(ref: Referee, objs: list[tuple[str, dict]], timeout: float = 90)
     outs = []
     for what, _ns, _d in accepted:
         o = stored[what]
-        outs.append((compare_jobset if o["kind"] == "JobSet" else compare_lws)(kube, o, what))
+        outs.append(KINDS[o["kind"]][2](kube, o, what))
     return outs, rejected
 
 
@@ -432,6 +504,15 @@ def small_lws() -> dict:
             }}}
 
 
+def small_mpijob() -> dict:
+    def role(n: int, **req) -> dict:
+        return {"replicas": n, "template": {"spec": {"containers": [_container("m", **req)]}}}
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "infra-mpi"},
+            "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {
+                "Launcher": role(1, cpu="500m", memory="512Mi"),
+                "Worker": role(2, cpu="8", memory="32Gi", **{"nvidia.com/gpu": "4"})}}}
+
+
 @pytest.mark.local_only
 def test_controllers_infrastructure(referee):
     """Our own JobSet (3 replicatedJobs: default replicas and parallelism, 2 × 3 with a sidecar,
@@ -439,16 +520,18 @@ def test_controllers_infrastructure(referee):
     create 4 Jobs / 9 pods and 3 StatefulSets / 6 pods, equal to gangcheck's sizes, and
     gangcheck's webhook skipped the children as owned."""
     before = referee.skipped_owned()
-    outs, rejected = run_objects(referee, [("infra/jobset", small_jobset()), ("infra/lws", small_lws())])
+    outs, rejected = run_objects(referee, [("infra/jobset", small_jobset()), ("infra/lws", small_lws()),
+                                           ("infra/mpijob", small_mpijob())])
     assert not rejected, rejected
     by = {o.what: o for o in outs}
-    js, lws = by["infra/jobset"], by["infra/lws"]
+    js, lws, mpi = by["infra/jobset"], by["infra/lws"], by["infra/mpijob"]
     assert (js.gangcheck, js.controller) == (9, 9), js
     assert (lws.gangcheck, lws.controller) == (6, 6), lws
-    assert js.equal and lws.equal, outs
+    assert (mpi.gangcheck, mpi.controller) == (3, 3), mpi
+    assert js.equal and lws.equal and mpi.equal, outs
     # the live webhook saw the child Jobs (its pod rules select Kueue pod groups only) and skipped
     # them as owned by a checked kind
-    wait_for(lambda: referee.skipped_owned() - before >= 4, 30, "gangcheck's skip counter to count the child Jobs")
+    wait_for(lambda: referee.skipped_owned() - before >= 4 + 1, 30, "gangcheck's skip counter to count the child Jobs")
 
 
 # ---------------------------------------------------------------- the differential
@@ -468,7 +551,7 @@ def test_controllers_differential(referee):
     if not EXAMPLES.is_dir():
         pytest.skip(f"upstream examples not present at {EXAMPLES} (only in the project workspace)")
     objs = upstream_objects()
-    assert objs, f"no JobSet or LeaderWorkerSet in {EXAMPLES}"
+    assert objs, f"no JobSet, LeaderWorkerSet or MPIJob in {EXAMPLES}"
     t0 = time.monotonic()
     outs, rejected = run_objects(referee, objs, timeout=120)
     kinds = {f"{o['apiVersion']} {o['kind']}" for _, o in objs}
