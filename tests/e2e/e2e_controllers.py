@@ -1,6 +1,7 @@
 """The job controllers as referees of gangcheck's gang sizes (issue #11, part 4).
 
-JobSet (sigs.k8s.io/jobset) and LeaderWorkerSet (sigs.k8s.io/lws), built by
+JobSet (sigs.k8s.io/jobset), LeaderWorkerSet (sigs.k8s.io/lws) and the MPI operator
+(github.com/kubeflow/mpi-operator; its own section at ``MPI``), built by
 ``e2e/build-controllers.sh`` into ``~/.cache/gangcheck/<name>-<version>/`` (binary + the CRDs of
 the built module), run as processes against a control plane of this tier with a kubeconfig:
 
@@ -34,7 +35,6 @@ pods) except where upstream waits for a pod state (see ``GATES``).
 
 from __future__ import annotations
 
-import json
 import os
 import urllib.request
 from dataclasses import dataclass
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e_controlplane import REPO, ControlPlane, Kube, Proc, cache_root, free_port, required_version, wait_for, wait_ready
+from e2e_controlplane import ControlPlane, Kube, Proc, cache_root, free_port, required_version, wait_for, wait_ready
 
 
 @dataclass(frozen=True)
@@ -235,4 +235,4 @@ def api_items(kube: Kube, resource: str, namespace: str, selector: str | None = 
 
 
 __all__ = ["CONTROLLERS", "JOBSET", "LWS", "MPI", "Controller", "RunningController", "controllers_missing", "start_controller_manager",
-           "webhook_configurations", "api_items", "REPO", "json", "wait_for"]
+           "webhook_configurations", "api_items"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import re
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -80,8 +79,11 @@ GATES = {
 
 
 class Referee:
-    def __init__(self, kube: Kube, plane: ControlPlane, gangcheck, running: list) -> None:
-        self.kube, self.plane, self.gangcheck, self.running = kube, plane, gangcheck, running
+    """The referee's control plane: ``kube``, ``plane``, ``kcm`` (kube-controller-manager),
+    ``gangcheck`` (conftest.Gangcheck, registered) and the ``running`` controllers."""
+
+    def __init__(self, kube: Kube, plane: ControlPlane, kcm, gangcheck, running: list) -> None:
+        self.kube, self.plane, self.kcm, self.gangcheck, self.running = kube, plane, kcm, gangcheck, running
 
     def check_alive(self) -> None:
         for r in self.running:
@@ -130,9 +132,7 @@ def referee(cluster, request):
         for r in running:
             r.start()
             started.append(r.stop)
-        ref = Referee(kube, plane, g, running)
-        ref.kcm = kcm
-        yield ref
+        yield Referee(kube, plane, kcm, g, running)
     finally:
         for stop in reversed(started):
             try:
