@@ -46,6 +46,9 @@ AFFINITY_ROW = "64x8 hostname-affinity"
 #: Cold p99 of the 64 × 8 gang with Kueue TAS required rack (issue #13: 625 racks of 32 at 20k nodes).
 TAS_TARGETS_MS = {20000: 5.0}
 TAS_ROW = "64x8 rack-required"
+#: The same rule on a gang a rack can hold (16 of 32 nodes): the placement path, domain by domain,
+#: rather than the per-domain bound that proves the 64-pod gang never fits. No target; told beside it.
+TAS_FIT_ROW = "16x8 rack-required"
 RACK_LABEL = "topology.example.com/rack"
 
 DAEMONS = [  # (namespace, daemonset, cpu, memory) — one pod of each on every node
@@ -313,6 +316,8 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
     # (no Topology object in the bench cluster).
     worker_tas = PodSet("Worker", 64, worker_req, node_selector=sel, tolerations=tol,
                         topology=TopologyRequest("kueue", "required", level=RACK_LABEL))
+    worker_tas16 = PodSet("Worker", 16, worker_req, node_selector=sel, tolerations=tol,
+                          topology=TopologyRequest("kueue", "required", level=RACK_LABEL))
 
     def g(name, *ps):
         return GangRequest(kind="PyTorchJob", api_version="kubeflow.org/v1", name=name, namespace="team-a", pod_sets=ps)
@@ -322,6 +327,7 @@ def gangs(first_hosts: list[str], product: str) -> dict[str, Any]:
         "1+63x8": g("llm-master-workers", master, worker63),
         AFFINITY_ROW: g("llm-avoid-hosts", worker_aff),
         TAS_ROW: g("llm-one-rack", worker_tas),
+        TAS_FIT_ROW: g("llm-16-in-a-rack", worker_tas16),
     }
 
 
@@ -496,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--gc", choices=["on", "freeze", "off"], default="on",
                    help="garbage collector while timing: on (default), freeze (gc.freeze() after the build), off")
-    p.add_argument("--profile", choices=["64x8", "1+63x8", AFFINITY_ROW, TAS_ROW],
+    p.add_argument("--profile", choices=["64x8", "1+63x8", AFFINITY_ROW, TAS_ROW, TAS_FIT_ROW],
                    help="also print a cProfile of 50 cold evaluate() calls of this gang per size")
     p.add_argument("--in-process", action="store_true",
                    help="run all sizes in this process (RSS figures then include earlier sizes' leftovers)")

@@ -8,6 +8,8 @@
 #   etcd                                     from go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   karpenter-kwok + Karpenter's CRDs        from sigs.k8s.io/karpenter (e2e/karpenter/go.mod;
 #                                            e2e/build-karpenter.sh, its own cache directory)
+#   vc-scheduler, vc-controller-manager      from volcano.sh/volcano (e2e/volcano/go.mod;
+#   + Volcano's CRDs and scheduler config    e2e/build-volcano.sh, its own cache directory)
 #   helm                                     from helm.sh/helm/v3 (e2e/helm/go.mod;
 #                                            e2e/build-helm.sh, its own cache directory)
 #
@@ -96,6 +98,8 @@ echo "$node_recipe" >"$bin/RECIPE-node"
 # A failed build leaves the rest of the tier running; the referee then skips with the reason (or
 # fails under GANGCHECK_REQUIRE_E2E=1).
 bash "$here/build-karpenter.sh" >/dev/null || log "WARNING: building karpenter-kwok FAILED (see above): the Karpenter referee will not run"
+# The Volcano referee (tests/e2e/test_e2e_volcano.py): the same rule.
+bash "$here/build-volcano.sh" >/dev/null || log "WARNING: building Volcano FAILED (see above): the Volcano referee will not run"
 # helm, for the chart tests (tests/helm, tests/helm_tool.py): the same rule, a failure only warns.
 bash "$here/build-helm.sh" >/dev/null || log "WARNING: building helm FAILED (see above): the Helm chart tests will not run"
 # JobSet, LWS and the MPI operator for the controllers referee (tests/e2e/test_e2e_controllers.py): the same rule.

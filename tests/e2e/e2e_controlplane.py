@@ -270,6 +270,7 @@ class ControlPlane:
         self.etcd: Proc | None = None
         self.apiserver: Proc | None = None
         self.scheduler: Proc | None = None
+        self.scheduler_port = 0
         self.etcd_port = self.peer_port = self.api_port = 0
         self.kubeconfig = self.dir / "kubeconfig"
         self.log_dir = self.dir / "logs"
@@ -361,10 +362,11 @@ class ControlPlane:
     def start_scheduler(self) -> None:
         if self.scheduler is not None and self.scheduler.alive():
             return
+        self.scheduler_port = free_port()  # /metrics, /healthz (HTTPS; the admin client certificate)
         self.scheduler = Proc("kube-scheduler", [
             str(self.bindir / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--v=2",
+            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}", "--v=2",
         ], self.log_dir / "kube-scheduler.log").start()
 
     def stop(self) -> None:

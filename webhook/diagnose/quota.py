@@ -24,7 +24,7 @@ QUESTION = "Can the gang's queue ever hold it, and can it now?"
 
 #: Engine findings the quota step states in its meaning when no ExceedsMaxQuota/WaitingForQuota does.
 _OTHER_CODES = ("LocalQueueNotFound", "ClusterQueueNotFound", "ResourceNotCovered", "NoMatchingFlavor", "ClusterQueueStopped",
-                "QueueNotFound", "QueueClosed", "ExceedsDeservedShare", "HeadOfLineBlocking", "KueueNotInSnapshot",
+                "QueueNotFound", "QueueClosed", "ExceedsDeservedShare", "ClusterOverused", "HeadOfLineBlocking", "KueueNotInSnapshot",
                 "QuotaReserved", "CohortHasCycle", "CohortTooDeep")
 
 

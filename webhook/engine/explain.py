@@ -34,7 +34,7 @@ ORDER = [
     "ExceedsClusterCapacity",
     "TopologyPlacementFailed", "TopologyNotFound", "TopologyLevelNotFound", "TopologyUnresolved",
     "NoMatchingScaleUp", "WaitingForQuota", "LocalQueueNotFound", "ClusterQueueNotFound", "CohortHasCycle", "ResourceNotCovered",
-    "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare",
+    "NoMatchingFlavor", "ClusterQueueStopped", "QueueNotFound", "QueueClosed", "ExceedsDeservedShare", "ClusterOverused",
     "ParallelismExceedsCapacity", "GroupsExceedCapacity", "Fragmented", "InsufficientCapacity", "UnhealthyDevices",
     "NodesNotReady", "NodesCordoned", "NodesTransientlyTainted", "MigReconfiguring", "NodeCapacityUnknown", "NoNodes",
     "PlacementUnproven",

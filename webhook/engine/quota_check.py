@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from .filters import Constraints, filter_nodes
 from .model import Finding, GangRequest, PodSet, ResourceFlavor, Toleration
 from .options import EngineOptions, all_or_nothing
-from .quota import QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
+from .quota import ClusterUsage, QuotaResult, evaluate_kueue, evaluate_volcano, lint_quota_vs_capacity
 from .snapshot import ClusterSnapshot
 
 __all__ = ["quota_step", "lint_quota"]
@@ -42,8 +44,21 @@ def quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions)
             # Volcano groups such pods on their own (a PodGroup of minMember 1 per pod,
             # pkg/controllers/podgroup): the object's totals are not what its queue admits.
             gang = replace(gang, exact_total=False)
-        return evaluate_volcano(gang, snap.volcano, gpus)
+        return evaluate_volcano(gang, snap.volcano, gpus, _volcano_usage(snap))
     return None
+
+
+def _volcano_usage(snap: ClusterSnapshot) -> ClusterUsage:
+    """Σ allocatable and Σ requests of bound pods over the nodes Volcano's session counts (its
+    cache snapshot keeps Ready nodes only: pkg/scheduler/cache/cache.go ``Snapshot``); memoised
+    on the snapshot."""
+    hit = snap.recall(("volcano-usage",))
+    if hit is None:
+        ready = np.fromiter((n.ready is not False for n in snap.nodes), dtype=bool, count=len(snap.nodes))
+        total = {r: int(snap.alloc[ready, c].sum()) for r, c in snap.col.items() if r != "pods"}
+        used = {r: int(snap.used[ready, c].sum()) for r, c in snap.col.items() if r != "pods"}
+        hit = snap.remember(("volcano-usage",), ClusterUsage(total, used))
+    return hit
 
 
 def _reserved_workload(snap: ClusterSnapshot, gang: GangRequest):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .common import INF, QuotaResult
 from .kueue import CohortTree, FlavorLimit, Why, kueue_limits
 from .kueue_admit import MAX_FLAVOR_COMBINATIONS, evaluate_kueue, lint_quota_vs_capacity
-from .volcano import QueueDemand, evaluate_volcano, proportion_deserved, queue_demands
+from .volcano import ClusterUsage, QueueDemand, evaluate_volcano, proportion_deserved, queue_demands
 
-__all__ = ["FlavorLimit", "QuotaResult", "evaluate_kueue", "evaluate_volcano", "INF", "CohortTree", "Why", "kueue_limits",
+__all__ = ["ClusterUsage", "FlavorLimit", "QuotaResult", "evaluate_kueue", "evaluate_volcano", "INF", "CohortTree", "Why", "kueue_limits",
            "MAX_FLAVOR_COMBINATIONS", "QueueDemand", "proportion_deserved", "queue_demands", "lint_quota_vs_capacity"]
