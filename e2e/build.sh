@@ -106,4 +106,6 @@ bash "$here/build-volcano.sh" >/dev/null || log "WARNING: building Volcano FAILE
 bash "$here/build-kueue.sh" >/dev/null || log "WARNING: building kueue FAILED (see above): the Kueue referee will not run"
 # helm, for the chart tests (tests/helm, tests/helm_tool.py): the same rule, a failure only warns.
 bash "$here/build-helm.sh" >/dev/null || log "WARNING: building helm FAILED (see above): the Helm chart tests will not run"
+# JobSet, LWS and the MPI operator for the controllers referee (tests/e2e/test_e2e_controllers.py): the same rule.
+bash "$here/build-controllers.sh" >/dev/null || log "WARNING: building a job controller FAILED (see above): the controllers referee will not run"
 echo "$bin"

@@ -195,6 +195,40 @@ def test_jobset_replicas_times_parallelism_per_replicated_job():
     assert g.pods == 9 and g.total_requests()["nvidia.com/gpu"] == 64
 
 
+def _depends_on_jobset(status: str) -> dict:
+    """jobset/depends-on.yaml's shape with 8-GPU pods: an initializer, then a trainer that
+    depends on it with ``status``."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta("js"),
+        "spec": {"replicatedJobs": [
+            {"name": "initializer", "template": {"spec": {"template": tmpl(8)}}},
+            {"name": "trainer", "dependsOn": [{"name": "initializer", "status": status}],
+             "template": {"spec": {"template": tmpl(8)}}},
+        ]},
+    }
+
+
+def test_jobset_depends_on_complete_never_runs_all_pods_at_once():
+    """The JobSet controller creates a replicatedJob's Jobs only once those it depends on are
+    Complete (jobset pkg/controllers/depends_on.go dependencyReachedStatus): the initializer's
+    pods are gone before the trainer's exist. Found by the controllers referee
+    (tests/e2e/test_e2e_controllers.py: jobset/depends-on.yaml got 1 of 6 pods). Checked as one
+    whole gang, 2 × 8 GPUs on one 8-GPU node was a false NeverFits."""
+    from builders import node, snapshot
+    from webhook.engine.decision import NEVER_FITS
+    from webhook.engine.evaluate import evaluate
+
+    g = adapt(_depends_on_jobset("Complete"))
+    assert shape(g) == [("initializer", 1, 1), ("trainer", 1, 1)]  # quota (Kueue) still counts both
+    assert g.all_or_nothing is False
+    assert ("SequentialReplicatedJobs", "Info") in codes(g)
+    assert evaluate(snapshot([node("n1", gpu=8)]), g).verdict != NEVER_FITS
+    # Ready: the initializer keeps running beside the trainer — one gang, as before
+    ready = adapt(_depends_on_jobset("Ready"))
+    assert ready.all_or_nothing is True
+    assert evaluate(snapshot([node("n1", gpu=8)]), ready).verdict == NEVER_FITS
+
+
 # ------------------------------------------------------------------ Volcano
 
 

@@ -11,6 +11,11 @@ unit_size=the child Job's pods)`` — each child Job in a domain of its own; wit
 strategy (``alpha.jobset.sigs.k8s.io/node-selector``) the pods also tolerate the
 ``alpha.jobset.sigs.k8s.io/no-schedule`` taint, as the controller makes them. A Kueue TAS request
 on the same pod template is kept instead (a ``TopologyNotEnforced`` finding names the other).
+
+``dependsOn`` with status ``Complete``: the dependent replicatedJob's Jobs exist only after the
+ones it depends on succeeded, so the JobSet is not all-or-nothing (``all_or_nothing`` False, an
+Info finding ``SequentialReplicatedJobs``): its pods are checked one by one; the pod sets (and
+so Kueue's quota, which admits them all at once) are unchanged. ``Ready`` keeps the gang whole.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ def adapt_jobset(obj: Mapping) -> GangRequest:
     js_annotations = mapping(mapping(obj.get("metadata"), "metadata").get("annotations"), "metadata.annotations")
     pod_sets, templates, seen = [], [], set()
     findings: list[Finding] = []
+    sequential: list[tuple[str, str]] = []  # (replicatedJob, the one it waits to complete)
     for i, rj in enumerate(list_of(spec.get("replicatedJobs"), "spec.replicatedJobs", required=True)):
         base = f"spec.replicatedJobs[{i}]"
         rj = mapping(rj, base)
@@ -69,4 +75,20 @@ def adapt_jobset(obj: Mapping) -> GangRequest:
             ps = replace(ps, tolerations=(*ps.tolerations, no_schedule_toleration()))
         pod_sets.append(with_request(ps, request, findings))
         templates.append(template)
-    return build_gang(obj, pod_sets, findings=findings, templates=templates)
+        for j, dep in enumerate(list_of(rj.get("dependsOn"), f"{base}.dependsOn")):
+            dep = mapping(dep, f"{base}.dependsOn[{j}]")
+            if dep.get("status") == "Complete":
+                sequential.append((name, str(dep.get("name") or "")))
+    gang = build_gang(obj, pod_sets, findings=findings, templates=templates)
+    if not sequential:
+        return gang
+    # dependsOn status Complete: the controller creates the dependent's Jobs only once every Job
+    # it depends on has succeeded (jobset pkg/controllers/depends_on.go dependencyReachedStatus),
+    # so the JobSet's pods never all run at once; one whole-gang placement would overstate what
+    # must fit together. Quota (Kueue admits every replicatedJob's pod set at once) is unchanged.
+    after = ", ".join(f"{n} after {d}" for n, d in sequential)
+    info = Finding("SequentialReplicatedJobs", "Info",
+                   f"replicatedJobs run one after another ({after} completes): its pods never all run at once, "
+                   "so they are checked pod by pod", {"after": [list(x) for x in sequential]})
+    return replace(gang, findings=(*gang.findings, info), all_or_nothing=False,
+                   gang_basis=f"dependsOn Complete ({after}): the replicatedJobs never run all at once")
