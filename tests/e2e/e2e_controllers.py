@@ -36,13 +36,12 @@ pods) except where upstream waits for a pod state (see ``GATES``).
 from __future__ import annotations
 
 import os
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from e2e_controlplane import ControlPlane, Kube, Proc, cache_root, free_port, required_version, wait_for, wait_ready
+from e2e_controlplane import ControlPlane, Kube, OwnedProcess, Proc, cache_root, free_port, readyz, required_version, wait_for, wait_ready
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ def webhook_configurations(c: Controller, url: str, ca: str) -> list[dict]:
              "webhooks": v}]
 
 
-class RunningController:
+class RunningController(OwnedProcess):
     """One controller manager as a process (``start``/``stop``) with its webhooks registered."""
 
     def __init__(self, c: Controller, kube: Kube, workdir: Path) -> None:
@@ -173,10 +172,7 @@ class RunningController:
         argv = [str(self.c.binary), f"--config={conf}", "--leader-elect=false", "--zap-log-level=info"]
         self.proc = Proc(f"{self.c.name}-controller", argv, self.log, env=env).start()
 
-        def ready():
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return r.status == 200
-        wait_ready(self.proc, ready, timeout, 0.3)
+        wait_ready(self.proc, readyz(self.health_port), timeout, 0.3)
         self.kube.apply(webhook_configurations(self.c, f"https://127.0.0.1:{self.webhook_port}", ca))
         return self
 
@@ -197,13 +193,6 @@ class RunningController:
         wait_ready(self.proc, leader, timeout, 0.5)
         return self
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.alive()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
 
 
 def start_controller_manager(plane: ControlPlane) -> Proc:

@@ -247,6 +247,30 @@ class Proc:
             return ""
 
 
+def readyz(port: int) -> Callable[[], bool]:
+    """A probe for ``wait_ready``: GET http://127.0.0.1:<port>/readyz answers 200 (the health
+    endpoint controller-runtime managers serve)."""
+    def ready() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            return r.status == 200
+    return ready
+
+
+class OwnedProcess:
+    """A referee's controller, run as one process: ``self.proc`` (a ``Proc``, None until started
+    and after ``stop``)."""
+
+    proc: Proc | None = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+
+
 def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path) -> Path:
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "gangcheck-e2e",
@@ -534,6 +558,17 @@ def pod_obj(name: str, namespace: str, *, node: str | None = None, gpus: int = 0
     if scheduler:
         spec["schedulerName"] = scheduler
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "spec": spec}
+
+
+def pod_state(pod: dict) -> str | None:
+    """kube-scheduler's decision on a pod: "bound" (``spec.nodeName`` set), "unschedulable"
+    (``PodScheduled=False``, reason Unschedulable), or None while it has not decided."""
+    if pod["spec"].get("nodeName"):
+        return "bound"
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return "unschedulable"
+    return None
 
 
 def namespace_obj(name: str) -> dict:

@@ -45,7 +45,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from e2e_controlplane import Kube, Proc, cache_root, create_nodes, free_port, required_version, wait_for, wait_ready
+from e2e_controlplane import Kube, OwnedProcess, Proc, cache_root, create_nodes, free_port, readyz, required_version, wait_for, wait_ready
 
 GROUP = "karpenter.sh"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
@@ -209,7 +209,7 @@ class Api:
 # ---------------------------------------------------------------- the controller
 
 
-class Karpenter:
+class Karpenter(OwnedProcess):
     """karpenter-kwok as a process against the tier's API server (``start``/``stop``)."""
 
     def __init__(self, kube: Kube, workdir: Path, d: Path | None = None) -> None:
@@ -243,19 +243,8 @@ class Karpenter:
                "CPU_REQUESTS": "1000", "DISABLE_CLUSTER_STATE_OBSERVABILITY": "true"}
         self.proc = Proc("karpenter", [str(self.dir / "karpenter-kwok")], self.log, env=env).start()
 
-        def ready():
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return r.status == 200
-        wait_ready(self.proc, ready, timeout, 0.3)
+        wait_ready(self.proc, readyz(self.health_port), timeout, 0.3)
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.alive()
 
     # ------------------------------------------------------------ observing it
     def passes(self) -> int:

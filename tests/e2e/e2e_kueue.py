@@ -38,7 +38,7 @@ import urllib.request
 from pathlib import Path
 
 import e2e_karpenter as ek
-from e2e_controlplane import Kube, Proc, cache_root, free_port, required_version, wait_for, wait_ready
+from e2e_controlplane import Kube, OwnedProcess, Proc, cache_root, free_port, readyz, required_version, wait_for, wait_ready
 
 GROUP = "kueue.x-k8s.io"
 KV = f"{GROUP}/v1beta2"
@@ -173,7 +173,7 @@ class Api(ek.Api):
 # ---------------------------------------------------------------- the controller
 
 
-class Kueue:
+class Kueue(OwnedProcess):
     """Kueue's manager as a process against the tier's API server (``install``/``start``/``stop``)."""
 
     def __init__(self, kube: Kube, workdir: Path, d: Path | None = None) -> None:
@@ -226,19 +226,8 @@ class Kueue:
         self.proc = Proc("kueue", [str(self.dir / "kueue"), f"--config={cfg}", "--feature-gates=VisibilityOnDemand=false",
                                    "--zap-log-level=info"], self.log, env=env).start()
 
-        def ready():
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return r.status == 200
-        wait_ready(self.proc, ready, timeout, 0.3)
+        wait_ready(self.proc, readyz(self.health_port), timeout, 0.3)
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.alive()
 
 
 # ---------------------------------------------------------------- reading Kueue's decisions

@@ -78,7 +78,7 @@ import pytest
 
 import e2e_controlplane as cp
 from e2e_bulk import Bulk
-from e2e_controlplane import E2E_LABEL, GPU, SUMMARY, node_obj, pod_obj, wait_for
+from e2e_controlplane import E2E_LABEL, GPU, SUMMARY, node_obj, pod_obj, pod_state, wait_for
 
 from webhook.adapters import adapt
 from webhook.adapters.cluster import build_snapshot
@@ -271,15 +271,6 @@ def clear(api: Api) -> None:
         wait_for(gone, 60, "the previous batch to be deleted", 0.2)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; left: {left}") from None
-
-
-def pod_state(pod: dict) -> str | None:
-    if pod["spec"].get("nodeName"):
-        return "bound"
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return "unschedulable"
-    return None
 
 
 def group_condition(group: dict | None) -> dict | None:

@@ -17,7 +17,7 @@ import time
 import pytest
 
 import e2e_karpenter as ek
-from e2e_controlplane import E2E_LABEL, SUMMARY, node_obj, pod_obj, wait_for
+from e2e_controlplane import E2E_LABEL, SUMMARY, node_obj, pod_obj, pod_state, wait_for
 
 from webhook.adapters import adapt
 from webhook.adapters.cluster import build_snapshot
@@ -58,17 +58,8 @@ def pod_states(api: ek.Api, names: list[str]) -> list[str | None] | None:
     """Per pod: "bound", "unschedulable" (kube-scheduler said so) or None (not decided yet);
     None when some pod is undecided."""
     pods = {p["metadata"]["name"]: p for p in api.items("pods", NS)}
-    states = [_state(pods[n]) if n in pods else None for n in names]
+    states = [pod_state(pods[n]) if n in pods else None for n in names]
     return states if all(states) else None
-
-
-def _state(pod: dict) -> str | None:
-    if pod["spec"].get("nodeName"):
-        return "bound"
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return "unschedulable"
-    return None
 
 
 @pytest.mark.local_only
