@@ -18,34 +18,23 @@ so in a banner. ``GANGCHECK_REQUIRE_E2E=1`` turns that skip into a failure (CI).
 from __future__ import annotations
 
 import atexit
-import contextlib
-import json
 import os
 import shutil
-import ssl
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import e2e_controlplane as cp  # noqa: E402
 from e2e_objects import SYSTEM_NS  # noqa: E402
+from e2e_harness import SKIP_KEY, Cluster, Gangcheck, truthy, unavailable  # noqa: E402,F401
 
 REPO = cp.REPO
 CRDS = HERE / "crds"
-WEBHOOKS = REPO / "manifests" / "base" / "webhooks.yaml"
-
-_SKIP_KEY = pytest.StashKey[str]()
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def pytest_configure(config):
@@ -62,7 +51,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in cp.SUMMARY:  # referee results (e.g. "referee karpenter: ...")
         terminalreporter.write_line(line, bold=True)
-    reason = config.stash.get(_SKIP_KEY, None)
+    reason = config.stash.get(SKIP_KEY, None)
     if not reason:
         return
     tr = terminalreporter
@@ -76,34 +65,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(bar, yellow=True, bold=True)
 
 
-def _unavailable(config, reason: str):
-    if _truthy("GANGCHECK_REQUIRE_E2E"):
-        pytest.fail(f"e2e tier required (GANGCHECK_REQUIRE_E2E=1) but unavailable: {reason}", pytrace=False)
-    config.stash[_SKIP_KEY] = reason
-    pytest.skip(f"e2e tier skipped: {reason}")
-
-
 # ---------------------------------------------------------------- the cluster
-
-
-class Cluster:
-    """What the scenarios use: ``kube`` (kubectl), ``kubeconfig``, ``control_plane`` (None for an
-    external cluster), ``dir`` (scratch space, logs)."""
-
-    def __init__(self, kube: cp.Kube, kubeconfig: Path, control_plane: cp.ControlPlane | None, workdir: Path) -> None:
-        self.kube = kube
-        self.kubeconfig = kubeconfig
-        self.control_plane = control_plane
-        self.dir = workdir
-        self.external = control_plane is None
-
-    def start_scheduler(self) -> None:
-        """Run kube-scheduler against the local control plane (an external cluster has its own)."""
-        if self.control_plane is not None:
-            self.control_plane.start_scheduler()
-
-    def ensure_namespace(self, *names: str) -> None:
-        self.kube.apply([cp.namespace_obj(n) for n in names])
 
 
 def _kubectl_path(bindir: Path) -> str | None:
@@ -129,24 +91,24 @@ def cluster(request):
     atexit.register(cleanup)  # also when pytest is interrupted hard
     try:
         bindir = cp.bin_dir()
-        if _truthy("GANGCHECK_E2E_USE_KUBECONFIG") and os.environ.get("KUBECONFIG"):
+        if truthy("GANGCHECK_E2E_USE_KUBECONFIG") and os.environ.get("KUBECONFIG"):
             kubectl = _kubectl_path(bindir)
             if kubectl is None:
-                _unavailable(config, "GANGCHECK_E2E_USE_KUBECONFIG=1 but no kubectl (build it with `make controlplane` or put one on PATH)")
+                unavailable(config, "GANGCHECK_E2E_USE_KUBECONFIG=1 but no kubectl (build it with `make controlplane` or put one on PATH)")
             kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
             workdir = Path(tempfile.mkdtemp(prefix="gangcheck-e2e-ext-"))
-            if not _truthy("GANGCHECK_E2E_KEEP"):
+            if not truthy("GANGCHECK_E2E_KEEP"):
                 started.append(lambda: shutil.rmtree(workdir, ignore_errors=True))
             kube = cp.Kube(kubectl, kubeconfig)
             r = kube.run("get", "--raw", "/readyz", check=False)
             if r.code != 0:
-                _unavailable(config, f"KUBECONFIG={kubeconfig}: cluster not reachable: {r.stderr.strip()[:200]}")
+                unavailable(config, f"KUBECONFIG={kubeconfig}: cluster not reachable: {r.stderr.strip()[:200]}")
             c = Cluster(kube, kubeconfig, None, workdir)
         else:
             missing = cp.missing_binaries(bindir)
             if missing:
                 why = "" if shutil.which("go") else "; `go` is not on PATH, so they cannot be built here"
-                _unavailable(config, f"control-plane binaries missing from {bindir}: {', '.join(missing)}"
+                unavailable(config, f"control-plane binaries missing from {bindir}: {', '.join(missing)}"
                                      f" (run `make controlplane`){why}")
             plane = cp.ControlPlane(bindir)
             started.append(plane.stop)
@@ -169,7 +131,7 @@ def _install_crds(kube: cp.Kube, config) -> None:
 
     kueue_crds = e2e_kueue.crds_dir()
     if not sorted(kueue_crds.glob("*.yaml")):
-        _unavailable(config, f"Kueue's CRDs missing from {kueue_crds} (run `make controlplane`: e2e/build-kueue.sh)")
+        unavailable(config, f"Kueue's CRDs missing from {kueue_crds} (run `make controlplane`: e2e/build-kueue.sh)")
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(kueue_crds), timeout=120)
     kube.run("apply", "-f", str(CRDS))
     # a CRD created a moment ago may have no status yet (kubectl wait then fails at once): retry
@@ -181,91 +143,6 @@ def _install_crds(kube: cp.Kube, config) -> None:
 
 
 # ---------------------------------------------------------------- gangcheck
-
-
-class Gangcheck:
-    """``python -m webhook serve --cluster live`` as a subprocess (KUBECONFIG = the cluster)."""
-
-    def __init__(self, c: Cluster) -> None:
-        self.cluster = c
-        self.host = os.environ.get("GANGCHECK_E2E_WEBHOOK_HOST", "127.0.0.1")
-        self.port = cp.free_port()
-        self.certs = c.dir / "gangcheck-certs"
-        from webhook import certs
-
-        service = self.host if not _is_ip(self.host) else "gangcheck"
-        self.ca_bundle = certs.generate(service, SYSTEM_NS, self.certs)
-        self.proc: cp.Proc | None = None
-        self.log = c.dir / "gangcheck.log"
-
-    @property
-    def base(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60) -> "Gangcheck":
-        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), "PYTHONUNBUFFERED": "1"}
-        bind = "127.0.0.1" if self.host == "127.0.0.1" else "0.0.0.0"
-        self.proc = cp.Proc("gangcheck", [
-            sys.executable, "-m", "webhook", "serve", "--cluster", "live", "--host", bind, "--port", str(self.port),
-            "--tls-cert", str(self.certs / "tls.crt"), "--tls-key", str(self.certs / "tls.key"),
-        ], self.log, env=env).start()
-
-        def ready():
-            if not self.proc.alive():
-                raise RuntimeError("gangcheck exited:\n" + self.proc.tail())
-            code, _ = self.readyz()
-            return code == 200
-        try:
-            cp.wait_for(ready, timeout, "gangcheck /readyz", 0.2)
-        except RuntimeError as exc:
-            raise AssertionError(str(exc)) from None
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-
-    def _ssl(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.base + path, timeout=5, context=self._ssl()) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def readyz(self) -> tuple[int, dict]:
-        try:
-            code, body = self.get("/readyz")
-        except OSError:
-            return 0, {}
-        try:
-            return code, json.loads(body)
-        except ValueError:
-            return code, {}
-
-    def webhook_configurations(self) -> list[dict]:
-        """manifests/base/webhooks.yaml with clientConfig.url → this server and our caBundle."""
-        docs = [d for d in yaml.safe_load_all(WEBHOOKS.read_text()) if d]
-        for d in docs:
-            d["metadata"]["name"] = "gangcheck"
-            for w in d["webhooks"]:
-                path = w["clientConfig"]["service"].get("path", "/")
-                w["clientConfig"] = {"url": f"https://{self.host}:{self.port}{path}", "caBundle": self.ca_bundle}
-        return docs
-
-    def register(self) -> None:
-        self.cluster.kube.apply(self.webhook_configurations())
-
-
-def _is_ip(host: str) -> bool:
-    import ipaddress
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -281,46 +158,6 @@ def gangcheck(cluster):
         except Exception:
             pass
         g.stop()
-
-
-WEBHOOK_KINDS = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
-#: A Job gangcheck always denies (one pod asking for more GPUs than any node has): while the
-#: webhook is registered, a server-side dry run of it is refused.
-PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gangcheck-webhook-probe", "namespace": "default"},
-         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
-             "name": "c", "image": "registry.example.com/probe:1",
-             "resources": {"requests": {cp.GPU: "100000"}, "limits": {cp.GPU: "100000"}}}]}}}}
-
-
-def _webhook_denies(kube: cp.Kube) -> bool:
-    r = kube.create(PROBE, "--dry-run=server", check=False)
-    return r.code != 0 and "gangcheck.io" in r.stderr
-
-
-@contextlib.contextmanager
-def without_gangcheck_webhooks(kube: cp.Kube):
-    """Unregister gangcheck's webhooks (if this session registered them) for the block, then put
-    them back. For referees that create objects gangcheck would deny on purpose — a background
-    PodGroup that can never fit is input to Volcano, not a submission to judge; with the webhook
-    in place the API server refuses it (403) once an earlier module has registered gangcheck.
-    Waits until the API server's admission chain has dropped (then regained) the webhook: a
-    server-side dry run of ``PROBE`` passes (then is denied again)."""
-    saved = []
-    for kind in WEBHOOK_KINDS:
-        doc = kube.get(kind, "gangcheck", check=False)
-        if doc:
-            meta = doc["metadata"]
-            doc["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
-            saved.append(doc)
-    if saved:
-        kube.delete(",".join(WEBHOOK_KINDS), "gangcheck")
-        cp.wait_for(lambda: not _webhook_denies(kube), 30, "the API server to drop gangcheck's webhooks", 0.2)
-    try:
-        yield bool(saved)
-    finally:
-        if saved:
-            kube.apply(saved)
-            cp.wait_for(lambda: _webhook_denies(kube), 30, "the API server to call gangcheck's webhooks again", 0.2)
 
 
 @pytest.fixture(scope="session")

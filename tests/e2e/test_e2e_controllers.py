@@ -105,13 +105,13 @@ class Referee:
 def referee(cluster, request):
     if cluster.external:  # KCM and two controllers acting on every namespace of someone's cluster: no
         pytest.skip("the controllers referee runs against control planes started here only")
-    from conftest import Cluster, Gangcheck, _unavailable  # tests/e2e/conftest.py (as test_e2e_karpenter imports it)
+    from e2e_harness import Cluster, Gangcheck, unavailable
     why = ec.controllers_missing()
     bindir = cluster.control_plane.bindir
     if why is None and not (bindir / "kube-controller-manager").exists():
         why = f"{bindir / 'kube-controller-manager'} is missing (run `make controlplane`)"
     if why:
-        _unavailable(request.config, f"controllers referee: {why}")
+        unavailable(request.config, f"controllers referee: {why}")
     plane = ControlPlane(bindir)
     started = []
     try:

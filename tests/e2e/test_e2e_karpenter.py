@@ -17,6 +17,7 @@ import time
 import pytest
 
 import e2e_karpenter as ek
+from e2e_harness import unavailable
 from e2e_controlplane import E2E_LABEL, SUMMARY, node_obj, pod_obj, pod_state, wait_for
 
 from webhook.adapters import adapt
@@ -37,8 +38,7 @@ def karpenter(cluster, request):
         pytest.skip("the Karpenter referee runs against the local control plane only")
     why = ek.missing()
     if why:
-        from conftest import _unavailable
-        _unavailable(request.config, f"Karpenter referee: {why}")
+        unavailable(request.config, f"Karpenter referee: {why}")
     cluster.ensure_namespace(NS)
     cluster.start_scheduler()
     k = ek.Karpenter(cluster.kube, cluster.dir)

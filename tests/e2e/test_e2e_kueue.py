@@ -19,6 +19,7 @@ from collections import Counter
 import pytest
 
 import e2e_kueue as eq
+from e2e_harness import unavailable
 from e2e_controlplane import GPU, SUMMARY, wait_for
 
 from webhook.adapters import adapt
@@ -37,8 +38,7 @@ def kueue(cluster, request):
         pytest.skip("the Kueue referee runs against the local control plane only")
     why = eq.missing()
     if why:
-        from conftest import _unavailable
-        _unavailable(request.config, f"Kueue referee: {why}")
+        unavailable(request.config, f"Kueue referee: {why}")
     k = eq.Kueue(cluster.kube, cluster.dir)
     k.install()
     k.start()

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from e2e_controlplane import REPO
+from e2e_harness import unavailable
 
 OVERLAYS = REPO / "manifests" / "overlays"
 BUILD = REPO / "e2e" / "build-addon-crds.sh"
@@ -41,8 +42,7 @@ def addon_crds(cluster, request) -> dict[str, Path]:
         pytest.skip("the overlay validation installs cert-manager's and prometheus-operator's CRDs: local control plane only")
     p = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
-        from conftest import _unavailable
-        _unavailable(request.config, f"{BUILD.relative_to(REPO)} failed (Go module proxy?): {p.stderr.strip()[-400:]}")
+        unavailable(request.config, f"{BUILD.relative_to(REPO)} failed (Go module proxy?): {p.stderr.strip()[-400:]}")
     cert_manager, prometheus = (Path(line) for line in p.stdout.strip().splitlines()[-2:])
     files = [cert_manager / f for f in CERT_MANAGER_CRDS] + [prometheus / f for f in PROMETHEUS_CRDS]
     args = [a for f in files for a in ("-f", str(f))]

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import e2e_volcano as ev
-from conftest import without_gangcheck_webhooks
+from e2e_harness import unavailable, without_gangcheck_webhooks
 from e2e_controlplane import E2E_LABEL, GPU, SUMMARY, node_obj, pod_obj, wait_for
 
 from webhook.adapters import adapt
@@ -38,8 +38,7 @@ def volcano(cluster, request):
         pytest.skip("the Volcano referee runs against the local control plane only")
     why = ev.missing()
     if why:
-        from conftest import _unavailable
-        _unavailable(request.config, f"Volcano referee: {why}")
+        unavailable(request.config, f"Volcano referee: {why}")
     cluster.ensure_namespace(NS)
     v = ev.Volcano(cluster.kube, cluster.dir)
     # gangcheck is the one judged here, by its engine on the objects read back: its webhook (when an

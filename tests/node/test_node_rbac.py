@@ -5,7 +5,8 @@ namespace, in kube-system and in gangcheck-system equals the lists below: get/li
 the cache reads (manifests/base/rbac.yaml), the
 cluster-autoscaler status ConfigMap by name in kube-system, plus what every authenticated user
 gets from the API server's bootstrap roles (system:basic-user, system:discovery,
-system:public-info-viewer: the self-review APIs and the discovery/health URLs). No Secret
+system:public-info-viewer: the self-review APIs and the discovery/health URLs) and, from 1.37,
+every ServiceAccount (read ClusterTrustBundles). No Secret
 anywhere: the serving certificate reaches the pod as a mounted volume (the kubelet reads the
 Secret, not gangcheck). No write anywhere but the self-reviews every user may create. The pods
 being Ready (scenario 1) shows this is enough: /readyz answers 200 only once every informer
@@ -61,10 +62,14 @@ CLUSTER_WIDE = [
     f"nodepools.karpenter.sh [] [] {RO}", f"nodeclaims.karpenter.sh [] [] {RO}",
     f"provisioningrequests.autoscaling.x-k8s.io [] [] {RO}",
 ]
+# What every ServiceAccount may do: from Kubernetes 1.37 (ClusterTrustBundle on by default) the
+# bootstrap ClusterRole system:cluster-trust-bundle-discovery, bound to system:serviceaccounts
+# (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go). Not gangcheck's RBAC.
+EVERY_SERVICE_ACCOUNT = [f"clustertrustbundles.certificates.k8s.io [] [] {RO}"]
 EXPECTED = {
-    "default": EVERYONE + CLUSTER_WIDE,
-    "kube-system": EVERYONE + CLUSTER_WIDE + [f"configmaps [] [cluster-autoscaler-status] {RO}"],
-    SYSTEM_NS: EVERYONE + CLUSTER_WIDE,
+    "default": EVERYONE + EVERY_SERVICE_ACCOUNT + CLUSTER_WIDE,
+    "kube-system": EVERYONE + EVERY_SERVICE_ACCOUNT + CLUSTER_WIDE + [f"configmaps [] [cluster-autoscaler-status] {RO}"],
+    SYSTEM_NS: EVERYONE + EVERY_SERVICE_ACCOUNT + CLUSTER_WIDE,
 }
 
 
