@@ -147,9 +147,9 @@ def _is_ip(host: str) -> bool:
 
 
 WEBHOOK_KINDS = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
-#: A Job gangcheck always answers for when its webhook is registered: one pod asking for more
-#: GPUs than any node has — denied ("validate.gangcheck.io") on fresh data, admitted with a
-#: "gangcheck skipped the feasibility check" warning when its cache is not fresh (fail-open).
+#: A Job for probing whether the API server calls gangcheck: one pod asking for more GPUs than any
+#: node has. gangcheck's answer depends on the cluster (denied on fresh data with nodes; admitted
+#: with a warning when its data has no nodes or is not fresh), so what counts is that it answered.
 PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "webhook-probe", "namespace": "default"},
          "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
              "name": "c", "image": "registry.example.com/probe:1",
@@ -157,10 +157,19 @@ PROBE = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "webhook-
 
 
 def _webhook_answers(kube: cp.Kube) -> bool:
-    """True when a server-side dry run of ``PROBE`` went through gangcheck (its denial or its
-    warning on stderr)."""
-    r = kube.create(PROBE, "--dry-run=server", check=False)
-    return "gangcheck" in r.stderr
+    """True when a server-side dry run of ``PROBE`` went through gangcheck: denied by
+    ``validate.gangcheck.io``, or admitted with gangcheck's annotations (``gangcheck.io/``, the
+    mutating webhook) or with a warning (the tier registers no other webhook)."""
+    r = kube.create(PROBE, "--dry-run=server", "-o", "json", check=False)
+    if r.code != 0:
+        return "gangcheck.io" in r.stderr
+    if "Warning:" in r.stderr:
+        return True
+    try:
+        ann = (json.loads(r.stdout).get("metadata") or {}).get("annotations") or {}
+    except ValueError:
+        return False
+    return any(k.startswith("gangcheck.io/") for k in ann)
 
 
 @contextlib.contextmanager
