@@ -50,15 +50,14 @@ def quota_step(snap: ClusterSnapshot, gang: GangRequest, options: EngineOptions)
 
 def _volcano_usage(snap: ClusterSnapshot) -> ClusterUsage:
     """Σ allocatable and Σ requests of bound pods over the nodes Volcano's session counts (its
-    cache snapshot keeps Ready nodes only: pkg/scheduler/cache/cache.go ``Snapshot``); memoised
-    on the snapshot."""
-    hit = snap.recall(("volcano-usage",))
-    if hit is None:
+    cache snapshot keeps Ready nodes only: pkg/scheduler/cache/cache.go ``Snapshot``); built once
+    per snapshot (``ClusterSnapshot.structure``: it does not depend on the gang's shape)."""
+    def build() -> ClusterUsage:
         ready = np.fromiter((n.ready is not False for n in snap.nodes), dtype=bool, count=len(snap.nodes))
         total = {r: int(snap.alloc[ready, c].sum()) for r, c in snap.col.items() if r != "pods"}
         used = {r: int(snap.used[ready, c].sum()) for r, c in snap.col.items() if r != "pods"}
-        hit = snap.remember(("volcano-usage",), ClusterUsage(total, used))
-    return hit
+        return ClusterUsage(total, used)
+    return snap.structure(("volcano-usage",), build)
 
 
 def _reserved_workload(snap: ClusterSnapshot, gang: GangRequest):
